@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
+#include "engine/engine.h"
 
 /* Rows a leaf holds at most. */
 #define KNNWB_TREE_LEAF 16
@@ -54,8 +55,17 @@ void knnwb_tree_clear(KnnwbTree *tree);
  * and cancel. */
 typedef struct {
   const KnnwbTree *tree;
-  const KnnwbMatrix *queries; /* NULL: a self run */
+  gboolean queries; /* a query run (else a self run) */
+  /* A query run's rows in the tree's space (the values, or the angular metrics' scored rows), and
+   * its rows left out (absent, degenerate: n flags, or NULL) */
+  const float *query_points;
+  const unsigned char *query_invalid;
   KnnwbMetric metric;
+  /* The pearson family, spearman and cosine: the tree holds the scored rows, and the distances
+   * come from the prepared rows (knnwb_prepared_distance: exact_queries is exact_reference for a
+   * self run); euclidean and manhattan compute them from the tree's points. */
+  gboolean angular;
+  const KnnwbPrepared *exact_queries, *exact_reference;
   size_t k;
   size_t first, last;    /* the rows this process searches */
   KnnwbNeighbors *lists; /* rows [first, last); absent rows' lists emptied by the caller */
@@ -67,9 +77,9 @@ typedef struct {
 } KnnwbTreeSearch;
 
 /* Each row's k nearest of the tree's rows (a self run: the row itself left out) into s->lists, by
- * (distance, row), on up to threads threads; rows absent as read in s->queries are skipped. Sets
- * s->cancelled when options' cancel was raised (the lists then incomplete). About O(k log n d) a
- * row on rows of low intrinsic dimension. */
+ * (distance, row), on up to threads threads; query rows flagged in s->query_invalid are skipped.
+ * Sets s->cancelled when options' cancel was raised (the lists then incomplete). About O(k log n d)
+ * a row on rows of low intrinsic dimension. */
 void knnwb_tree_search(KnnwbTreeSearch *s, int threads);
 
 #endif

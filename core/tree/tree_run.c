@@ -29,7 +29,11 @@ gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options)
   if ((setting == NULL || strcmp(setting, "1") != 0) && partition != NULL &&
       (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
     return FALSE;
-  return options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN;
+  if (options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN)
+    return TRUE;
+  /* The angular metrics, in one process: ranks prepare and report their own rows' degenerate
+   * ones (core/engine/), which the tree's run, preparing every row, would report on every rank. */
+  return options->group == NULL || options->group->size <= 1;
 }
 
 /* Whether rows of d columns are few enough for the tree, on the backend options choose. */
@@ -96,6 +100,14 @@ typedef struct {
   const KnnwbKnnOptions *options;
   const KnnwbKnnGroup *group; /* NULL: alone */
   int threads;
+  gboolean angular; /* the pearson family, spearman, cosine: the rows prepared as the engine's */
+  KnnwbPrepared prepared_reference, prepared_queries;
+  /* the rows in the tree's space (the values, or the prepared scored rows) and those left out
+   * (absent as read, or degenerate and dropped: flags, or NULL), of the reference and the queries
+   * (for a self run the reference's) */
+  const float *reference_points, *query_points;
+  const unsigned char *reference_invalid, *query_invalid;
+  size_t reference_valid;
 } KnnwbTreeRun;
 
 /* The rows searched: the query rows, or the reference's own. */
@@ -104,13 +116,13 @@ static const KnnwbMatrix *knnwb_tree_searched(const KnnwbTreeRun *run)
   return run->queries != NULL ? run->queries : run->reference;
 }
 
-/* The lists of lists' rows that the searched matrix marks absent (kept only for their numbers)
- * emptied, as the tile search leaves them; their count. */
-static size_t knnwb_tree_empty_absent(const KnnwbMatrix *searched, KnnwbNeighbors *lists)
+/* The lists of lists' rows that the searched rows leave out (run->query_invalid) emptied, as the
+ * tile search leaves them; their count. */
+static size_t knnwb_tree_empty_invalid(const KnnwbTreeRun *run, KnnwbNeighbors *lists)
 {
   size_t count = 0;
-  for (size_t i = 0; i < lists->n_queries && searched->n_absent_rows > 0; i++)
-    if (knnwb_matrix_row_is_absent(searched, lists->first_row + i)) {
+  for (size_t i = 0; i < lists->n_queries && run->query_invalid != NULL; i++)
+    if (run->query_invalid[lists->first_row + i]) {
       knnwb_knn_result_empty_rows(lists, i, i + 1);
       count++;
     }
@@ -123,24 +135,19 @@ static gboolean knnwb_tree_agree(const KnnwbKnnGroup *group, gboolean ok, GError
   return group == NULL ? ok : group->agree(group, ok, error);
 }
 
-/* Whether the request passes its checks (sizes, memory, k against the reference rows not absent)
- * and every value is finite (*finite), on every rank. The checks come first: they refuse a run
- * too large for memory before a value is read. */
+/* Whether the request passes its checks of sizes and memory and every value is finite (*finite),
+ * on every rank. The checks come first: they refuse a run too large for memory before a value is
+ * read. */
 static gboolean knnwb_tree_check(const KnnwbTreeRun *run, gboolean *finite, GError **error)
 {
   const KnnwbMatrix *searched = knnwb_tree_searched(run), *reference = run->reference;
   const gboolean self = run->queries == NULL;
-  const size_t nq = searched->n_rows, n = reference->n_rows, k = run->options->k;
+  const size_t nq = searched->n_rows, n = reference->n_rows;
   *finite = FALSE;
-  /* (as the tile search: rows absent as read are no one's neighbours; a self run whose rows are
-   * all absent has nothing to refuse) */
-  const size_t valid = n - MIN(reference->n_absent_rows, n);
-  const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
-  const gboolean ok =
-      knnwb_knn_check_sizes(nq, n, searched->n_cols, reference->n_cols, nq, n, self, run->options,
-                            error) &&
-      ((self && valid == 0) || knnwb_knn_check_available(k, available, valid, n, self, error));
-  if (!knnwb_tree_agree(run->group, ok, error))
+  if (!knnwb_tree_agree(run->group,
+                        knnwb_knn_check_sizes(nq, n, searched->n_cols, reference->n_cols, nq, n,
+                                              self, run->options, error),
+                        error))
     return FALSE;
   /* (the ranks hold the same rows: all go on, or none) */
   int64_t all_finite = knnwb_tree_finite(reference, run->threads) &&
@@ -151,13 +158,54 @@ static gboolean knnwb_tree_check(const KnnwbTreeRun *run, gboolean *finite, GErr
   return TRUE;
 }
 
+/* The rows in the tree's space and those left out. Euclidean and manhattan: the values, and the
+ * rows absent as read. The angular metrics: the rows prepared as the engine prepares them
+ * (knnwb_prepared_init: its roles, its messages and warnings for degenerate rows), the scored
+ * rows, and the rows it leaves out. Then k against the reference rows left (the engine's words).
+ * Alone for the angular metrics (knnwb_tree_may_apply). */
+static gboolean knnwb_tree_frame(KnnwbTreeRun *run, GError **error)
+{
+  const KnnwbKnnOptions *options = run->options;
+  const KnnwbMatrix *reference = run->reference, *queries = run->queries;
+  const gboolean self = queries == NULL;
+  gboolean ok = TRUE;
+  if (!run->angular) {
+    run->reference_points = reference->values;
+    run->reference_invalid = reference->n_absent_rows > 0 ? reference->absent_rows : NULL;
+    run->reference_valid = reference->n_rows - MIN(reference->n_absent_rows, reference->n_rows);
+    const KnnwbMatrix *searched = knnwb_tree_searched(run);
+    run->query_points = searched->values;
+    run->query_invalid = searched->n_absent_rows > 0 ? searched->absent_rows : NULL;
+  } else {
+    const char *role = self ? (options->data_name ? options->data_name : "data") : "reference";
+    ok = knnwb_prepared_init(&run->prepared_reference, reference, options->metric,
+                             options->drop_degenerate, role, run->threads, NULL, options->cancel,
+                             error) &&
+         (self || knnwb_prepared_init(&run->prepared_queries, queries, options->metric,
+                                      options->drop_degenerate, "query", run->threads, NULL,
+                                      options->cancel, error));
+    const KnnwbPrepared *q = self ? &run->prepared_reference : &run->prepared_queries;
+    run->reference_points = run->prepared_reference.scored;
+    run->reference_invalid = run->prepared_reference.invalid;
+    run->reference_valid = run->prepared_reference.n - run->prepared_reference.n_invalid;
+    run->query_points = q->scored;
+    run->query_invalid = q->invalid;
+  }
+  /* (as the tile search: rows left out are no one's neighbours; a self run whose rows are all
+   * left out has nothing to refuse) */
+  const size_t n = reference->n_rows, valid = run->reference_valid;
+  const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
+  ok = ok && ((self && valid == 0) ||
+              knnwb_knn_check_available(options->k, available, valid, n, self, error));
+  return knnwb_tree_agree(run->group, ok, error);
+}
+
 /* The tree of the reference's rows, on every rank. */
 static gboolean knnwb_tree_build_all(KnnwbTree *tree, const KnnwbTreeRun *run, GError **error)
 {
   const KnnwbMatrix *data = run->reference;
-  gboolean ok = knnwb_tree_build(tree, data->values, data->n_rows, data->n_cols,
-                                 data->n_absent_rows > 0 ? data->absent_rows : NULL, run->threads,
-                                 run->options->cancel);
+  gboolean ok = knnwb_tree_build(tree, run->reference_points, data->n_rows, data->n_cols,
+                                 run->reference_invalid, run->threads, run->options->cancel);
   if (!ok && tree->stopped)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
   else if (!ok)
@@ -201,25 +249,50 @@ static KnnwbNeighbors *knnwb_tree_lists_out(const KnnwbTreeRun *run, KnnwbNeighb
   return all;
 }
 
-/* The run: checked, the tree built, this rank's rows searched. TRUE with *result NULL when a value
- * is not finite (the tile search says where). */
+/* This rank's rows searched in the built tree: their lists, or NULL (error set) on every rank. */
+static KnnwbNeighbors *knnwb_tree_search_share(const KnnwbTreeRun *run, const KnnwbTree *tree,
+                                               size_t first, size_t last, GError **error)
+{
+  const KnnwbKnnOptions *options = run->options;
+  KnnwbTreeSearch s = {.tree = tree,
+                       .queries = run->queries != NULL,
+                       .query_points = run->query_points,
+                       .query_invalid = run->query_invalid,
+                       .metric = options->metric,
+                       .angular = run->angular,
+                       .exact_reference = &run->prepared_reference,
+                       .exact_queries =
+                           run->queries != NULL ? &run->prepared_queries : &run->prepared_reference,
+                       .k = options->k,
+                       .first = first,
+                       .last = last,
+                       .options = options};
+  s.lists = knnwb_knn_result_new_unset(first, last - first, options->k, error);
+  if (s.lists != NULL)
+    s.done = knnwb_tree_empty_invalid(run, s.lists);
+  if (!knnwb_tree_agree(run->group, s.lists != NULL, error) ||
+      !knnwb_tree_search_all(&s, run, error)) {
+    g_clear_pointer(&s.lists, knnwb_neighbors_free);
+    return NULL;
+  }
+  return s.lists;
+}
+
+/* The run: checked, prepared, the tree built, this rank's rows searched. TRUE with *result NULL
+ * when a value is not finite (the tile search says where). */
 static gboolean knnwb_tree_run(KnnwbTreeRun *run, KnnwbNeighbors **result, GError **error)
 {
   *result = NULL;
   const KnnwbKnnOptions *options = run->options;
-  const KnnwbMatrix *searched = knnwb_tree_searched(run);
-  const size_t nq = searched->n_rows, k = options->k;
+  const size_t nq = knnwb_tree_searched(run)->n_rows;
   run->group = options->group != NULL && options->group->size > 1 ? options->group : NULL;
   g_return_val_if_fail(run->group == NULL || !options->group_split, FALSE);
-  KnnwbTreeSearch s = {.queries = run->queries,
-                       .metric = options->metric,
-                       .k = k,
-                       .first = 0,
-                       .last = nq,
-                       .options = options};
+  run->angular =
+      options->metric != KNNWB_METRIC_EUCLIDEAN && options->metric != KNNWB_METRIC_MANHATTAN;
+  size_t first = 0, last = nq;
   run->threads = knnwb_thread_count(options->n_threads);
   if (run->group != NULL) { /* an even share of the rows; the host's cores shared by its ranks */
-    knnwb_knn_group_rows(nq, run->group->rank, run->group->size, &s.first, &s.last);
+    knnwb_knn_group_rows(nq, run->group->rank, run->group->size, &first, &last);
     if (options->n_threads <= 0)
       run->threads = MAX(1, run->threads / MAX(1, run->group->local_size));
   }
@@ -230,26 +303,22 @@ static gboolean knnwb_tree_run(KnnwbTreeRun *run, KnnwbNeighbors **result, GErro
   if (!finite)
     return TRUE;
   KnnwbTree tree;
-  if (!knnwb_tree_build_all(&tree, run, error))
-    return FALSE;
+  gboolean ok = knnwb_tree_frame(run, error) && knnwb_tree_build_all(&tree, run, error);
   const gint64 built = g_get_monotonic_time();
-  s.tree = &tree;
-  s.lists = knnwb_knn_result_new_unset(s.first, s.last - s.first, k, error);
-  if (s.lists != NULL)
-    s.done = knnwb_tree_empty_absent(searched, s.lists);
-  gboolean ok =
-      knnwb_tree_agree(run->group, s.lists != NULL, error) && knnwb_tree_search_all(&s, run, error);
-  knnwb_tree_clear(&tree);
-  if (!ok) {
-    g_clear_pointer(&s.lists, knnwb_neighbors_free);
-    return FALSE;
+  KnnwbNeighbors *lists = ok ? knnwb_tree_search_share(run, &tree, first, last, error) : NULL;
+  if (ok) {
+    g_debug("knnwb: tree: %zu rows of %zu columns, k = %zu: tree built in %.3f s (%d levels), "
+            "%s rows %zu to %zu searched in %.3f s on %d thread(s)",
+            run->reference->n_rows, run->reference->n_cols, options->k,
+            (double)(built - start) / 1e6, tree.levels, run->queries != NULL ? "query" : "its",
+            first, last, (double)(g_get_monotonic_time() - built) / 1e6, run->threads);
+    knnwb_tree_clear(&tree);
   }
-  g_debug("knnwb: tree: %zu rows of %zu columns, k = %zu: tree built in %.3f s (%d levels), "
-          "%s rows %zu to %zu searched in %.3f s on %d thread(s)",
-          run->reference->n_rows, run->reference->n_cols, k, (double)(built - start) / 1e6,
-          tree.levels, run->queries != NULL ? "query" : "its", s.first, s.last,
-          (double)(g_get_monotonic_time() - built) / 1e6, run->threads);
-  *result = knnwb_tree_lists_out(run, s.lists, error);
+  knnwb_prepared_clear(&run->prepared_reference);
+  knnwb_prepared_clear(&run->prepared_queries);
+  if (lists == NULL)
+    return FALSE;
+  *result = knnwb_tree_lists_out(run, lists, error);
   return *result != NULL;
 }
 

@@ -15,9 +15,20 @@
  * nearer, ties included, is ever left out. */
 #define KNNWB_TREE_SLACK (1.0 + 1e-12)
 
+/* The angular metrics (the pearson family, spearman, cosine) search the rows as the engine scores
+ * them: u = (x - mean) / |x - mean| in double, rounded once to float (|u~ - u| <= 2^-24), where
+ * 1 - r = |u_x - u_y|^2 / 2 for the unrounded u (abs-pearson: the nearer of u_y and -u_y). A box
+ * at euclidean gap g from u~_x (relative error under 1e-12) holds only rows with
+ * |u_x - u_y| >= g (1 - 1e-12) - 2^-22, and the engine's double distance lies within
+ * (2d + 6) 2^-53, far below 1e-12, of 1 - r: so that bound squared, halved and less 1e-12 is below
+ * every distance the box's rows can have. */
+#define KNNWB_TREE_ANGULAR_ROUNDING (1.0 / 4194304.0) /* 2^-22: both rows' rounding */
+#define KNNWB_TREE_ANGULAR_SLACK 1e-12
+
 /* One row's search: its best so far, a max-heap by (distance, row) of count <= k entries. */
 typedef struct {
-  const float *x;
+  const float *x; /* its coordinates in the tree's space */
+  size_t at;      /* its row among the searched (query or self) rows */
   int64_t self;
   size_t count, k;
   int64_t *index;
@@ -78,34 +89,61 @@ static inline void knnwb_tree_offer(KnnwbTreeRow *r, int64_t row, double distanc
   knnwb_tree_sift_down(r, r->count);
 }
 
-/* The least distance node t's box allows from the row: its gaps, summed as the metric sums. */
-static double knnwb_tree_gap(const KnnwbTree *tree, KnnwbMetric metric, size_t t, const float *x)
+/* The gaps of node t's box to sign x (sign 1 or -1), summed as euclidean (TRUE) or manhattan
+ * distances sum them. */
+static double knnwb_tree_gap(const KnnwbTree *tree, gboolean euclidean, size_t t, const float *x,
+                             float sign)
 {
   const size_t d = tree->d;
   const float *least = tree->box + t * 2 * d, *most = least + d;
   double sum = 0.0;
   for (size_t j = 0; j < d; j++) {
-    const double gap = x[j] < least[j]  ? (double)least[j] - (double)x[j]
-                       : x[j] > most[j] ? (double)x[j] - (double)most[j]
-                                        : 0.0;
-    sum += metric == KNNWB_METRIC_EUCLIDEAN ? gap * gap : gap;
+    const float v = sign * x[j];
+    const double gap = v < least[j]  ? (double)least[j] - (double)v
+                       : v > most[j] ? (double)v - (double)most[j]
+                                     : 0.0;
+    sum += euclidean ? gap * gap : gap;
   }
-  return metric == KNNWB_METRIC_EUCLIDEAN ? sqrt(sum) : sum;
+  return euclidean ? sqrt(sum) : sum;
 }
 
-/* Whether node t, at gap from the row, may hold a row that enters its k best so far. Where the
- * k-th is at distance 0 (k copies of the row found), a row enters only at distance 0 and below
- * the k-th's row (distances are never negative), so a node whose lowest row is above it is left
- * out: copies of one row are split by row, and a row's search reads the copies it keeps, not all
- * of them. */
-static inline gboolean knnwb_tree_open(const KnnwbTree *tree, const KnnwbTreeRow *r, size_t t,
-                                       double gap)
+/* A lower bound of every distance from the row to node t's rows: the box's gap (euclidean,
+ * manhattan), or for the angular metrics the bound above (negative where it allows 0). */
+static double knnwb_tree_bound(const KnnwbTreeSearch *s, size_t t, const float *x)
+{
+  if (!s->angular)
+    return knnwb_tree_gap(s->tree, s->metric == KNNWB_METRIC_EUCLIDEAN, t, x, 1.0f);
+  double g = knnwb_tree_gap(s->tree, TRUE, t, x, 1.0f);
+  if (s->metric == KNNWB_METRIC_ABS_PEARSON)
+    g = MIN(g, knnwb_tree_gap(s->tree, TRUE, t, x, -1.0f));
+  const double reach = g * (1.0 - 1e-12) - KNNWB_TREE_ANGULAR_ROUNDING;
+  return (reach > 0.0 ? reach * reach / 2.0 : 0.0) - KNNWB_TREE_ANGULAR_SLACK;
+}
+
+/* Whether node t, whose rows lie at bound or farther (knnwb_tree_bound), may hold a row that
+ * enters the row's k best so far. Where the k-th is at distance 0 (k copies of the row found), a
+ * row enters only at distance 0 and below the k-th's row (distances are never negative), so a node
+ * whose lowest row is above it is left out: copies of one row are split by row, and a row's search
+ * reads the copies it keeps, not all of them. */
+static inline gboolean knnwb_tree_open(const KnnwbTreeSearch *s, const KnnwbTreeRow *r, size_t t,
+                                       double bound)
 {
   if (r->count < r->k)
     return TRUE;
   if (r->distance[0] == 0.0)
-    return gap == 0.0 && tree->least[t] < r->index[0];
-  return gap <= r->distance[0] * KNNWB_TREE_SLACK;
+    return bound <= 0.0 && s->tree->least[t] < r->index[0];
+  return s->angular ? bound <= r->distance[0] : bound <= r->distance[0] * KNNWB_TREE_SLACK;
+}
+
+/* The distance of the row to the tree's row at position p, as the engine computes it. */
+static inline double knnwb_tree_distance(const KnnwbTreeSearch *s, const KnnwbTreeRow *r, size_t p)
+{
+  const KnnwbTree *tree = s->tree;
+  if (s->angular)
+    return knnwb_prepared_distance(s->exact_queries, r->at, s->exact_reference,
+                                   (size_t)tree->order[p]);
+  return knnwb_distance_lp(s->metric == KNNWB_METRIC_EUCLIDEAN, r->x, tree->points + p * tree->d,
+                           tree->d);
 }
 
 /* Node t (positions [lo, hi), at depth) searched for the row. */
@@ -117,24 +155,22 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
     for (size_t p = lo; p < hi; p++) {
       const int64_t row = tree->order[p];
       if (row != r->self)
-        knnwb_tree_offer(r, row,
-                         knnwb_distance_lp(s->metric == KNNWB_METRIC_EUCLIDEAN, r->x,
-                                           tree->points + p * tree->d, tree->d));
+        knnwb_tree_offer(r, row, knnwb_tree_distance(s, r, p));
     }
     return;
   }
   const size_t mid = knnwb_tree_mid(lo, hi), left = 2 * t + 1, right = left + 1;
-  const double gap_left = knnwb_tree_gap(tree, s->metric, left, r->x);
-  const double gap_right = knnwb_tree_gap(tree, s->metric, right, r->x);
+  const double gap_left = knnwb_tree_bound(s, left, r->x);
+  const double gap_right = knnwb_tree_bound(s, right, r->x);
   if (gap_left <= gap_right) {
-    if (knnwb_tree_open(tree, r, left, gap_left))
+    if (knnwb_tree_open(s, r, left, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
-    if (knnwb_tree_open(tree, r, right, gap_right))
+    if (knnwb_tree_open(s, r, right, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
   } else {
-    if (knnwb_tree_open(tree, r, right, gap_right))
+    if (knnwb_tree_open(s, r, right, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
-    if (knnwb_tree_open(tree, r, left, gap_left))
+    if (knnwb_tree_open(s, r, left, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
   }
 }
@@ -197,6 +233,7 @@ static void knnwb_tree_search_own(size_t first, size_t last, void *data)
     if ((size_t)row < s->first || (size_t)row >= s->last)
       continue; /* (another rank's) */
     r.x = tree->points + p * tree->d;
+    r.at = (size_t)row;
     r.self = row;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, tree->n, 0);
@@ -208,20 +245,21 @@ static void knnwb_tree_search_own(size_t first, size_t last, void *data)
   knnwb_tree_report(s, searched);
 }
 
-/* A query run: query rows s->first + [first, last), those absent as read left as they are. */
+/* A query run: query rows s->first + [first, last), those left out (absent as read, degenerate)
+ * left as they are. */
 static void knnwb_tree_search_queries(size_t first, size_t last, void *data)
 {
   KnnwbTreeSearch *s = data;
   if (knnwb_tree_search_stops(s))
     return;
-  const KnnwbMatrix *queries = s->queries;
   KnnwbTreeRow r = {.k = s->k, .index = g_new(int64_t, s->k), .distance = g_new(double, s->k)};
   size_t searched = 0;
   for (size_t i = first; i < last; i++) {
     const size_t row = s->first + i;
-    if (queries->n_absent_rows > 0 && knnwb_matrix_row_is_absent(queries, row))
+    if (s->query_invalid != NULL && s->query_invalid[row])
       continue;
-    r.x = queries->values + row * queries->n_cols;
+    r.x = s->query_points + row * s->tree->d;
+    r.at = row;
     r.self = -1;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, s->tree->n, 0);
@@ -236,7 +274,7 @@ static void knnwb_tree_search_queries(size_t first, size_t last, void *data)
 void knnwb_tree_search(KnnwbTreeSearch *s, int threads)
 {
   g_mutex_init(&s->report);
-  if (s->queries == NULL)
+  if (!s->queries)
     knnwb_parallel_for(threads, s->tree->n, 256, knnwb_tree_search_own, s);
   else
     knnwb_parallel_for(threads, s->last - s->first, 256, knnwb_tree_search_queries, s);

@@ -267,6 +267,96 @@ static void test_queries_absent(void)
   knnwb_matrix_free(queries);
 }
 
+/* The angular metrics (the pearson family, spearman, cosine; rows of 2 to 8 columns, odd sizes):
+ * the tree of the scored rows gives the tile search's bytes and the oracle's lists; with rows that
+ * are shifted and scaled copies of another (correlation 1: distance 0, tied), rows of small
+ * integers (spearman's tied ranks), and a row that is constant (a zero row for cosine) dropped with
+ * drop_degenerate. */
+static void check_angular(size_t n, size_t d, size_t k, gboolean integers)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN, KNNWB_METRIC_COSINE};
+  KnnwbMatrix *m = random_rows(n, d, (guint32)(n * 7 + d), 10.0);
+  for (size_t i = 0; i < n * d && integers; i++)
+    m->values[i] = floorf(m->values[i] / 4.0f);
+  for (size_t i = 0; i < n; i++) { /* (no constant row: the pearson family refuses them) */
+    gboolean constant = TRUE;
+    for (size_t j = 1; j < d; j++)
+      constant = constant && m->values[i * d + j] == m->values[i * d];
+    if (constant)
+      m->values[i * d] += 1.0f;
+  }
+  for (size_t i = 10; i < n && i < 14; i++) /* 2 x row 2 + 3: correlation 1 */
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = 2.0f * m->values[2 * d + j] + 3.0f;
+  for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++) {
+    KnnwbNeighbors *tiles = search(m, metrics[t], k, "0", 2);
+    for (int threads = 1; threads <= 3; threads += 2) {
+      KnnwbNeighbors *tree = search(m, metrics[t], k, "1", threads);
+      g_assert_cmpstr(tree->backend_used, ==, "cpu (k-d tree)");
+      knnwb_test_assert_same_lists(tree, tiles);
+      knnwb_neighbors_free(tree);
+    }
+    oracle_check(metrics[t], m->values, n, m->values, n, d, TRUE, tiles, 1e-9);
+    knnwb_neighbors_free(tiles);
+  }
+  knnwb_matrix_free(m);
+}
+
+static void test_angular(void)
+{
+  const size_t sizes[] = {5, 18, 101, 1027};
+  for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++)
+    for (size_t d = 2; d <= 8; d += 3) {
+      check_angular(sizes[s], d, 1, FALSE);
+      check_angular(sizes[s], d, MIN((size_t)7, sizes[s] - 1), d > 2);
+      check_angular(sizes[s], d, sizes[s] - 1, FALSE);
+    }
+}
+
+/* A constant row under pearson (a zero row under cosine): refused with the tile search's words,
+ * or, with drop_degenerate, left out as the tile search leaves it. */
+static void test_angular_degenerate(void)
+{
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE};
+  for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++) {
+    KnnwbMatrix *m = random_rows(301, 4, 13, 10.0);
+    for (size_t j = 0; j < 4; j++)
+      m->values[40 * 4 + j] = metrics[t] == KNNWB_METRIC_COSINE ? 0.0f : 1.5f;
+    char *messages[2];
+    KnnwbNeighbors *lists[2];
+    for (int tree = 0; tree <= 1; tree++) {
+      g_setenv("KNNWB_TREE", tree ? "1" : "0", TRUE);
+      KnnwbKnnOptions o;
+      knnwb_knn_options_init(&o);
+      o.metric = metrics[t];
+      o.k = 5;
+      o.backend = KNNWB_BACKEND_CPU;
+      GError *error = NULL;
+      KnnwbNeighbors *nb = NULL;
+      g_assert_false(knnwb_knn_self(m, &o, &nb, &error));
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+      messages[tree] = g_strdup(error->message);
+      g_clear_error(&error);
+      o.drop_degenerate = TRUE;
+      g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*left out*");
+      g_assert_true(knnwb_knn_self(m, &o, &lists[tree], &error));
+      g_test_assert_expected_messages();
+      g_assert_no_error(error);
+    }
+    g_unsetenv("KNNWB_TREE");
+    g_assert_cmpstr(messages[0], ==, messages[1]);
+    g_assert_cmpstr(lists[1]->backend_used, ==, "cpu (k-d tree)");
+    knnwb_test_assert_same_lists(lists[1], lists[0]);
+    g_assert_cmpint(lists[1]->n_found[40], ==, 0);
+    for (int tree = 0; tree <= 1; tree++) {
+      g_free(messages[tree]);
+      knnwb_neighbors_free(lists[tree]);
+    }
+    knnwb_matrix_free(m);
+  }
+}
+
 static void test_magnitudes(void)
 {
   KnnwbMatrix *big = random_rows(777, 3, 5, 6e38); /* (near FLT_MAX: squares in double) */
@@ -292,9 +382,18 @@ static void test_applies(void)
   g_assert_false(knnwb_tree_applies(wide, &o));
   o.metric = KNNWB_METRIC_MANHATTAN;
   g_assert_true(knnwb_tree_applies(m, &o));
-  o.metric = KNNWB_METRIC_PEARSON;
+  o.metric = KNNWB_METRIC_PEARSON; /* (the angular metrics: in one process) */
+  g_assert_true(knnwb_tree_applies(m, &o));
+  KnnwbKnnGroup group = {.rank = 0, .size = 2, .local_size = 2};
+  o.group = &group;
   g_assert_false(knnwb_tree_applies(m, &o));
-  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.metric = KNNWB_METRIC_EUCLIDEAN; /* ranks holding every row; split ranks put theirs together */
+  g_assert_true(knnwb_tree_applies(m, &o));
+  o.group_split = TRUE;
+  g_assert_false(knnwb_tree_applies(m, &o));
+  g_assert_true(knnwb_tree_applies_shape(m->n_rows, 3, &o));
+  o.group = NULL;
+  o.group_split = FALSE;
   o.k = m->n_rows; /* (more than the other rows: the request checks say so) */
   g_assert_false(knnwb_tree_applies(m, &o));
   o.k = 10;
@@ -405,6 +504,8 @@ int main(int argc, char **argv)
   g_test_add_func("/tree/ties", test_ties);
   g_test_add_func("/tree/magnitudes", test_magnitudes);
   g_test_add_func("/tree/absent-rows", test_absent_rows);
+  g_test_add_func("/tree/angular", test_angular);
+  g_test_add_func("/tree/angular-degenerate", test_angular_degenerate);
   g_test_add_func("/tree/queries", test_queries);
   g_test_add_func("/tree/queries-absent", test_queries_absent);
   g_test_add_func("/tree/applies", test_applies);
