@@ -1,5 +1,6 @@
-/* core/tree/: the exact lists of rows of a few columns (spatial coordinates, embeddings) through a
- * k-d tree on the CPU, for the engine's self and query searches (core/engine/knn.c). Where rows
+/* core/tree/: the exact lists of rows of a few columns (spatial coordinates, embeddings, genes of
+ * a few samples) through a k-d tree on the CPU, for the engine's self and query searches
+ * (core/engine/knn.c). Where rows
  * have few columns the pairs' products are cheap and a tile search's n^2 pairs are the cost; a tree
  * visits about k log n of them a row. The lists are the bytes of every other path: the k nearest by
  * (distance, row), each distance knnwb_distance_exact's double from the rows as stored. */
@@ -27,9 +28,10 @@
  * rows): fewer are compared with every reference row faster than the tree is built. */
 #define KNNWB_TREE_MIN_QUERIES ((size_t)1024)
 
-/** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan, one
- * process or ranks that each hold every row (split ranks, knnwb_knn_self_together, put their
- * blocks together first: see knnwb_tree_applies_shape), rows and columns within the limits above,
+/** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan in one
+ * process or over ranks that each hold every row (split ranks, knnwb_knn_self_together, put their
+ * blocks together first: see knnwb_tree_applies_shape); the pearson family, spearman and cosine in
+ * one process (their rows as the engine scores them); rows and columns within the limits above,
  * 1 <= k < rows, and the environment's KNNWB_TREE not 0 (1: at any row count) nor KNNWB_PARTITION
  * on (a partitioned search asked for by name), unless KNNWB_TREE is 1. O(1). */
 gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options);
