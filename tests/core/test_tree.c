@@ -36,8 +36,10 @@ static KnnwbMatrix *grid_rows(size_t n, size_t w)
   return m;
 }
 
-static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *tree,
-                              int threads)
+/* The lists of queries against data (queries NULL: data's self graph) on the CPU, KNNWB_TREE as
+ * tree says. */
+static KnnwbNeighbors *lists_of(const KnnwbMatrix *queries, const KnnwbMatrix *data,
+                                KnnwbMetric metric, size_t k, const char *tree, int threads)
 {
   g_setenv("KNNWB_TREE", tree, TRUE);
   KnnwbKnnOptions o;
@@ -48,11 +50,18 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   o.n_threads = threads;
   KnnwbNeighbors *nb = NULL;
   GError *error = NULL;
-  const gboolean ok = knnwb_knn_self(m, &o, &nb, &error);
+  const gboolean ok = queries != NULL ? knnwb_knn_query(queries, data, &o, &nb, &error)
+                                      : knnwb_knn_self(data, &o, &nb, &error);
   g_assert_no_error(error);
   g_assert_true(ok);
   g_unsetenv("KNNWB_TREE");
   return nb;
+}
+
+static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *tree,
+                              int threads)
+{
+  return lists_of(NULL, m, metric, k, tree, threads);
 }
 
 /* The tree's lists on 1 and 3 threads, the tile search's and the oracle's, for one input. */
@@ -174,26 +183,6 @@ static void test_absent_rows(void)
   g_unsetenv("KNNWB_TREE");
 }
 
-/* knnwb_knn_query of queries against data, KNNWB_TREE as tree says. */
-static KnnwbNeighbors *query_search(const KnnwbMatrix *queries, const KnnwbMatrix *data,
-                                    KnnwbMetric metric, size_t k, const char *tree, int threads)
-{
-  g_setenv("KNNWB_TREE", tree, TRUE);
-  KnnwbKnnOptions o;
-  knnwb_knn_options_init(&o);
-  o.metric = metric;
-  o.k = k;
-  o.backend = KNNWB_BACKEND_CPU;
-  o.n_threads = threads;
-  KnnwbNeighbors *nb = NULL;
-  GError *error = NULL;
-  const gboolean ok = knnwb_knn_query(queries, data, &o, &nb, &error);
-  g_assert_no_error(error);
-  g_assert_true(ok);
-  g_unsetenv("KNNWB_TREE");
-  return nb;
-}
-
 /* Query rows against reference rows: the tree (1 and 3 threads, named in the lists) gives the
  * tile search's bytes and the oracle's lists, on odd sizes, k up to every reference row, queries
  * that are reference rows (distance 0, and copies among them), every metric. */
@@ -212,9 +201,9 @@ static void test_queries(void)
         memcpy(queries->values + i * d, data->values + (i % n) * d, d * sizeof(float));
       const size_t ks[] = {1, MIN((size_t)7, n), n};
       for (size_t kk = 0; kk < G_N_ELEMENTS(ks); kk++) {
-        KnnwbNeighbors *tiles = query_search(queries, data, metrics[t], ks[kk], "0", 2);
+        KnnwbNeighbors *tiles = lists_of(queries, data, metrics[t], ks[kk], "0", 2);
         for (int threads = 1; threads <= 3; threads += 2) {
-          KnnwbNeighbors *tree = query_search(queries, data, metrics[t], ks[kk], "1", threads);
+          KnnwbNeighbors *tree = lists_of(queries, data, metrics[t], ks[kk], "1", threads);
           g_assert_cmpstr(tree->backend_used, ==, "cpu (k-d tree)");
           knnwb_test_assert_same_lists(tree, tiles);
           oracle_check(metrics[t], queries->values, nq, data->values, n, d, FALSE, tree, 1e-9);
@@ -241,8 +230,8 @@ static void test_queries_absent(void)
     memset(queries->values + i * 2, 0, 2 * sizeof(float));
     knnwb_matrix_set_row_absent(queries, i);
   }
-  KnnwbNeighbors *tiles = query_search(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "0", 2);
-  KnnwbNeighbors *tree = query_search(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "1", 3);
+  KnnwbNeighbors *tiles = lists_of(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "0", 2);
+  KnnwbNeighbors *tree = lists_of(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "1", 3);
   knnwb_test_assert_same_lists(tree, tiles);
   g_assert_cmpint(tree->n_found[1], ==, 0);
   for (size_t i = 0; i < 203 * 9; i++)
