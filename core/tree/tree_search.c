@@ -120,19 +120,39 @@ static double knnwb_tree_bound(const KnnwbTreeSearch *s, size_t t, const float *
   return (reach > 0.0 ? reach * reach / 2.0 : 0.0) - KNNWB_TREE_ANGULAR_SLACK;
 }
 
-/* Whether node t, whose rows lie at bound or farther (knnwb_tree_bound), may hold a row that
- * enters the row's k best so far. Where the k-th is at distance 0 (k copies of the row found), a
- * row enters only at distance 0 and below the k-th's row (distances are never negative), so a node
- * whose lowest row is above it is left out: copies of one row are split by row, and a row's search
- * reads the copies it keeps, not all of them. */
+/* Whether node t's rows all hold the same values: its box a point. O(d). */
+static inline gboolean knnwb_tree_is_point(const KnnwbTree *tree, size_t t)
+{
+  const float *least = tree->box + t * 2 * tree->d, *most = least + tree->d;
+  for (size_t j = 0; j < tree->d; j++)
+    if (least[j] != most[j])
+      return FALSE;
+  return TRUE;
+}
+
+/* Whether node t (positions from lo), whose rows lie at bound or farther (knnwb_tree_bound), may
+ * hold a row that enters the row's k best so far. A row at the k-th's distance enters only below
+ * the k-th's row, so where every row of the node lies at that distance, a node whose lowest row is
+ * above it is left out: where the k-th is at distance 0 (k copies of the row found; distances are
+ * never negative), and, for euclidean and manhattan, where the node's rows are copies of one row
+ * (one distance from the row, that of its first position). Copies lie in the tree by row, so a
+ * row reads the k copies it keeps, not all of them. */
 static inline gboolean knnwb_tree_open(const KnnwbTreeSearch *s, const KnnwbTreeRow *r, size_t t,
-                                       double bound)
+                                       size_t lo, double bound)
 {
   if (r->count < r->k)
     return TRUE;
-  if (r->distance[0] == 0.0)
-    return bound <= 0.0 && s->tree->least[t] < r->index[0];
-  return s->angular ? bound <= r->distance[0] : bound <= r->distance[0] * KNNWB_TREE_SLACK;
+  const double kth = r->distance[0];
+  const int64_t kth_row = r->index[0];
+  if (kth == 0.0)
+    return bound <= 0.0 && s->tree->least[t] < kth_row;
+  if (!(s->angular ? bound <= kth : bound <= kth * KNNWB_TREE_SLACK))
+    return FALSE;
+  if (s->angular || !knnwb_tree_is_point(s->tree, t))
+    return TRUE;
+  const double distance = knnwb_distance_lp(s->metric == KNNWB_METRIC_EUCLIDEAN, r->x,
+                                            s->tree->points + lo * s->tree->d, s->tree->d);
+  return distance < kth || (distance == kth && s->tree->least[t] < kth_row);
 }
 
 /* The distance of the row to the tree's row at position p, as the engine computes it. */
@@ -163,14 +183,14 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
   const double gap_left = knnwb_tree_bound(s, left, r->x);
   const double gap_right = knnwb_tree_bound(s, right, r->x);
   if (gap_left <= gap_right) {
-    if (knnwb_tree_open(s, r, left, gap_left))
+    if (knnwb_tree_open(s, r, left, lo, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
-    if (knnwb_tree_open(s, r, right, gap_right))
+    if (knnwb_tree_open(s, r, right, mid, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
   } else {
-    if (knnwb_tree_open(s, r, right, gap_right))
+    if (knnwb_tree_open(s, r, right, mid, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
-    if (knnwb_tree_open(s, r, left, gap_left))
+    if (knnwb_tree_open(s, r, left, lo, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
   }
 }
