@@ -2,10 +2,8 @@
  * checks, the tree of the reference's rows (tree_build.c), this process's share of the rows
  * searched (tree_search.c), the ranks agreeing on the outcome, and every row's lists gathered
  * where a group's caller wants them. */
-#include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include <knnwb/parallel.h>
 #include "engine/engine.h"
 #include "group/group.h"
 #include "tree/tree.h"
@@ -70,29 +68,6 @@ gboolean knnwb_tree_applies_query(const KnnwbMatrix *query, const KnnwbMatrix *r
   return knnwb_tree_columns(reference->n_cols, options);
 }
 
-typedef struct {
-  const float *values;
-  gint finite; /* (atomic) cleared at the first value that is not */
-} KnnwbTreeFinite;
-
-static void knnwb_tree_finite_values(size_t first, size_t last, void *data)
-{
-  KnnwbTreeFinite *f = data;
-  gboolean finite = TRUE;
-  for (size_t i = first; i < last; i++)
-    finite = finite && isfinite(f->values[i]);
-  if (!finite)
-    g_atomic_int_set(&f->finite, 0);
-}
-
-/* Whether every value of m is finite, on threads threads. O(rows x columns). */
-static gboolean knnwb_tree_finite(const KnnwbMatrix *m, int threads)
-{
-  KnnwbTreeFinite f = {.values = m->values, .finite = 1};
-  knnwb_parallel_for(threads, m->n_rows * m->n_cols, (size_t)1 << 16, knnwb_tree_finite_values, &f);
-  return f.finite != 0;
-}
-
 /* A run of the tree: the query rows (NULL: the reference's own, a self run) against the
  * reference's, alone or over a group of ranks that each hold every row. */
 typedef struct {
@@ -149,9 +124,9 @@ static gboolean knnwb_tree_check(const KnnwbTreeRun *run, gboolean *finite, GErr
                                               self, run->options, error),
                         error))
     return FALSE;
-  /* (the ranks hold the same rows: all go on, or none) */
-  int64_t all_finite = knnwb_tree_finite(reference, run->threads) &&
-                       (self || knnwb_tree_finite(run->queries, run->threads));
+  /* (the ranks hold the same rows: all go on, or none; the tile search says which is not) */
+  int64_t all_finite = knnwb_matrix_check_finite(reference, NULL) &&
+                       (self || knnwb_matrix_check_finite(run->queries, NULL));
   if (run->group != NULL && !run->group->reduce(run->group, &all_finite, 1, KNNWB_GROUP_MIN, error))
     return FALSE;
   *finite = all_finite != 0;
