@@ -65,14 +65,15 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *da
                                   size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
                                   const char *role, int n_threads, const KnnwbPrepared *like,
                                   const volatile gint *cancel, GError **error);
-/** knnwb_prepared_init_rows for one block of rows that a group prepares together
- * (core/split/): degenerate rows are flagged and left out without a message (n_degenerate and
- * first_degenerate count them), for knnwb_prepare_report_degenerate once the group has added up
- * every block's. Errors: as knnwb_prepared_init_rows, but never for degenerate rows. */
+/** knnwb_prepared_init_rows for rows whose degenerate ones a group of ranks reports once
+ * (core/split/'s blocks, core/tree/'s rows held by every rank): degenerate rows are flagged and
+ * left out without a message (n_degenerate and first_degenerate count them), for
+ * knnwb_prepare_report_degenerate once the ranks agree on them. Errors: as
+ * knnwb_prepared_init_rows (role names the rows in them), but never for degenerate rows. */
 gboolean knnwb_prepared_init_block(KnnwbPrepared *prepared, const KnnwbMatrix *data,
-                                   size_t first_row, KnnwbMetric metric, int n_threads,
-                                   const KnnwbPrepared *like, const volatile gint *cancel,
-                                   GError **error);
+                                   size_t first_row, KnnwbMetric metric, const char *role,
+                                   int n_threads, const KnnwbPrepared *like,
+                                   const volatile gint *cancel, GError **error);
 /**
  * What n_degenerate (> 0) degenerate rows, the first of them row first_row (label: its label or
  * NULL), mean for metric: without drop, an error that names the first and counts them

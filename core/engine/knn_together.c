@@ -145,6 +145,25 @@ static gboolean knnwb_knn_together_always(const KnnwbKnnOptions *options)
          knnwb_knn_uses_gpu(options);
 }
 
+/* The whole rows' labels where the k-d tree searches them under an angular metric: its refusal of,
+ * or warning about, a degenerate row names the row's label as one process's does
+ * (knnwb_prepare_report_degenerate). Copied from the input every rank holds, or every rank's
+ * block's gathered. Collective unless t->held. */
+static gboolean knnwb_knn_together_labels(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                          const KnnwbTogether *t, KnnwbMatrix *whole,
+                                          GError **error)
+{
+  if (options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN)
+    return TRUE;
+  if (!t->held)
+    return knnwb_knn_group_gather_labels(options->group, block, whole, error);
+  const KnnwbMatrix *held = knnwb_knn_together_held(block, options->group, t);
+  for (size_t i = 0; i < whole->n_rows && held->row_labels != NULL; i++)
+    if (held->row_labels[i] != NULL)
+      knnwb_matrix_set_row_label(whole, i, held->row_labels[i]);
+  return TRUE;
+}
+
 gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                  KnnwbNeighbors **result, gboolean *no_room, GError **error)
 {
@@ -179,7 +198,8 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
   together.group_split = FALSE;
   together.group_split_gather = FALSE;
   /* unchecked: the caller (knnwb_knn_self) checks the lists once, as they are cut again */
-  gboolean ok = knnwb_knn_self_unchecked(whole, &together, result, error);
+  gboolean ok = (!tree || knnwb_knn_together_labels(block, options, &t, whole, error)) &&
+                knnwb_knn_self_unchecked(whole, &together, result, error);
   knnwb_matrix_free(whole);
   return ok && knnwb_knn_together_lists(options, &t, result, error);
 }

@@ -585,11 +585,12 @@ gboolean knnwb_prepared_init_also(KnnwbPrepared *p, const KnnwbMatrix *data, Knn
 }
 
 gboolean knnwb_prepared_init_block(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
-                                   KnnwbMetric metric, int n_threads, const KnnwbPrepared *like,
-                                   const volatile gint *cancel, GError **error)
+                                   KnnwbMetric metric, const char *role, int n_threads,
+                                   const KnnwbPrepared *like, const volatile gint *cancel,
+                                   GError **error)
 {
-  return knnwb_prepared_init_report(p, data, first_row, metric, TRUE, "data", FALSE, n_threads,
-                                    like, cancel, NULL, error);
+  return knnwb_prepared_init_report(p, data, first_row, metric, TRUE, role, FALSE, n_threads, like,
+                                    cancel, NULL, error);
 }
 
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j)

@@ -114,6 +114,13 @@ KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const 
                                               size_t n, const size_t *first, const size_t *count,
                                               GError **error);
 
+/** Every rank's block's row labels (rows in rank order, as knnwb_knn_group_gather_rows puts the
+ * rows) set on whole, on every rank; nothing when no block has labels. A row without a label stays
+ * without one. Collective. FALSE with error on every rank alike: memory for the labels
+ * (KNNWB_ERROR_NO_MEMORY), the group's transport. O(bytes of every label). */
+gboolean knnwb_knn_group_gather_labels(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                       KnnwbMatrix *whole, GError **error);
+
 /** The lists of a whole-input run over the ranks (*lists, not NULL, k the same on every rank: this
  * rank's even share of n rows, knnwb_knn_group_rows) made the lists of this rank's block of the
  * blocks counts gives (rank r's counts[r] rows, in rank order: split ranks' blocks of any sizes),

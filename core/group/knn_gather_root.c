@@ -74,6 +74,54 @@ KnnwbMatrix *knnwb_knn_group_gather_rows(const KnnwbKnnGroup *group, const Knnwb
   return g_steal_pointer(&whole);
 }
 
+/* This block's labels as they travel: for each row a byte (1: labelled, 0: not), then its label
+ * and a NUL when it has one. */
+static GString *knnwb_knn_group_pack_labels(const KnnwbMatrix *block)
+{
+  GString *packed = g_string_new(NULL);
+  for (size_t i = 0; i < block->n_rows; i++) {
+    const char *label = knnwb_matrix_row_label(block, i);
+    g_string_append_c(packed, label != NULL);
+    if (label != NULL)
+      g_string_append_len(packed, label, (gssize)strlen(label) + 1);
+  }
+  return packed;
+}
+
+gboolean knnwb_knn_group_gather_labels(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                       KnnwbMatrix *whole, GError **error)
+{
+  int64_t any = block->row_labels != NULL;
+  if (!group->reduce(group, &any, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  if (any == 0)
+    return TRUE;
+  const size_t ranks = (size_t)group->size;
+  g_autoptr(GString) mine = knnwb_knn_group_pack_labels(block);
+  g_autofree int64_t *lengths = g_new(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)mine->len, lengths, error))
+    return FALSE;
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++)
+    total += bytes[r] = (size_t)lengths[r];
+  g_autofree char *all = g_try_malloc(MAX(total, (size_t)1));
+  if (all == NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the %zu bytes of every rank's row labels", total);
+  if (!group->agree(group, all != NULL, error) ||
+      !knnwb_knn_group_gather_bytes(group, mine->str, bytes, all, error))
+    return FALSE;
+  for (size_t i = 0, at = 0; i < whole->n_rows && at < total; i++) {
+    const gboolean labelled = all[at++] != 0;
+    if (labelled) {
+      knnwb_matrix_set_row_label(whole, i, all + at);
+      at += strlen(all + at) + 1;
+    }
+  }
+  return TRUE;
+}
+
 gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                      KnnwbNeighbors **all, GError **error)
 {

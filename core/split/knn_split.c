@@ -174,11 +174,12 @@ static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
   gboolean ok = TRUE;
   if (!state->self)
     ok = knnwb_prepared_init_block(&state->reference_storage, state->reference_block,
-                                   state->reference_first, options->metric, state->threads, like,
-                                   options->cancel, error);
-  ok = ok && knnwb_prepared_init_block(
-                 &state->query, state->query_block, state->first, options->metric, state->threads,
-                 state->self ? like : state->reference, options->cancel, error);
+                                   state->reference_first, options->metric, "reference",
+                                   state->threads, like, options->cancel, error);
+  ok = ok &&
+       knnwb_prepared_init_block(&state->query, state->query_block, state->first, options->metric,
+                                 state->self ? "data" : "query", state->threads,
+                                 state->self ? like : state->reference, options->cancel, error);
   if (!group->agree(group, ok, error))
     return FALSE;
   if ((!state->self && !knnwb_split_report_degenerate(

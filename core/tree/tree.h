@@ -28,10 +28,10 @@
  * rows): fewer are compared with every reference row faster than the tree is built. */
 #define KNNWB_TREE_MIN_QUERIES ((size_t)1024)
 
-/** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan in one
- * process or over ranks that each hold every row (split ranks, knnwb_knn_self_together, put their
- * blocks together first: see knnwb_tree_applies_shape); the pearson family, spearman and cosine in
- * one process (their rows as the engine scores them); rows and columns within the limits above,
+/** Whether knnwb_tree_self takes a self run of data with options: any metric (the pearson family,
+ * spearman and cosine through their rows as the engine scores them), in one process or over ranks
+ * that each hold every row (split ranks, knnwb_knn_self_together, put their blocks together first:
+ * see knnwb_tree_applies_shape); rows and columns within the limits above,
  * 1 <= k < rows, and the environment's KNNWB_TREE not 0 (1: at any row count) nor KNNWB_PARTITION
  * on (a partitioned search asked for by name), unless KNNWB_TREE is 1. O(1). */
 gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options);

@@ -27,11 +27,7 @@ gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options)
   if ((setting == NULL || strcmp(setting, "1") != 0) && partition != NULL &&
       (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
     return FALSE;
-  if (options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN)
-    return TRUE;
-  /* The angular metrics, in one process: ranks prepare and report their own rows' degenerate
-   * ones (core/engine/), which the tree's run, preparing every row, would report on every rank. */
-  return options->group == NULL || options->group->size <= 1;
+  return options->metric < KNNWB_METRIC_COUNT; /* (every metric the engine knows) */
 }
 
 /* Whether rows of d columns are few enough for the tree, on the backend options choose. */
@@ -133,17 +129,48 @@ static gboolean knnwb_tree_check(const KnnwbTreeRun *run, gboolean *finite, GErr
   return TRUE;
 }
 
-/* The rows in the tree's space and those left out. Euclidean and manhattan: the values, and the
- * rows absent as read. The angular metrics: the rows prepared as the engine prepares them
- * (knnwb_prepared_init: its roles, its messages and warnings for degenerate rows), the scored
- * rows, and the rows it leaves out. Then k against the reference rows left (the engine's words).
- * Alone for the angular metrics (knnwb_tree_may_apply). */
-static gboolean knnwb_tree_frame(KnnwbTreeRun *run, GError **error)
+/* A prepared matrix's degenerate rows reported as knnwb_prepared_init reports them (role, the
+ * first one's number and label). Every rank holds the same rows and says the same: no rank's
+ * number in front, as there would be after an agree. */
+static gboolean knnwb_tree_report(const KnnwbPrepared *p, const KnnwbMatrix *data, const char *role,
+                                  gboolean drop, GError **error)
+{
+  return p->n_degenerate == 0 || knnwb_prepare_report_degenerate(
+                                     p->metric, role, drop, p->n_degenerate, p->first_degenerate,
+                                     knnwb_matrix_row_label(data, p->first_degenerate), error);
+}
+
+/* The angular metrics' rows prepared as the engine prepares them (its roles and frames), their
+ * degenerate rows flagged and, once every rank has its rows, reported (knnwb_tree_report). */
+static gboolean knnwb_tree_prepare(KnnwbTreeRun *run, GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
   const KnnwbMatrix *reference = run->reference, *queries = run->queries;
   const gboolean self = queries == NULL;
-  gboolean ok = TRUE;
+  const char *role = self ? (options->data_name ? options->data_name : "data") : "reference";
+  gboolean ok =
+      knnwb_prepared_init_block(&run->prepared_reference, reference, 0, options->metric, role,
+                                run->threads, NULL, options->cancel, error) &&
+      (self || knnwb_prepared_init_block(&run->prepared_queries, queries, 0, options->metric,
+                                         "query", run->threads, NULL, options->cancel, error));
+  if (!knnwb_tree_agree(run->group, ok, error))
+    return FALSE;
+  const gboolean drop = options->drop_degenerate;
+  return knnwb_tree_report(&run->prepared_reference, reference, role, drop, error) &&
+         (self || knnwb_tree_report(&run->prepared_queries, queries, "query", drop, error));
+}
+
+/* The rows in the tree's space and those left out. Euclidean and manhattan: the values, and the
+ * rows absent as read. The angular metrics: the rows prepared as the engine prepares them
+ * (knnwb_tree_prepare), the scored rows, and the rows it leaves out. Then k against the reference
+ * rows left (the engine's words). Over ranks every rank holds the same rows, so all pass or all
+ * fail alike after knnwb_tree_prepare's agreement; split ranks' labels came with their rows
+ * (knnwb_knn_self_together). */
+static gboolean knnwb_tree_frame(KnnwbTreeRun *run, GError **error)
+{
+  const KnnwbKnnOptions *options = run->options;
+  const KnnwbMatrix *reference = run->reference;
+  const gboolean self = run->queries == NULL;
   if (!run->angular) {
     run->reference_points = reference->values;
     run->reference_invalid = reference->n_absent_rows > 0 ? reference->absent_rows : NULL;
@@ -152,13 +179,8 @@ static gboolean knnwb_tree_frame(KnnwbTreeRun *run, GError **error)
     run->query_points = searched->values;
     run->query_invalid = searched->n_absent_rows > 0 ? searched->absent_rows : NULL;
   } else {
-    const char *role = self ? (options->data_name ? options->data_name : "data") : "reference";
-    ok = knnwb_prepared_init(&run->prepared_reference, reference, options->metric,
-                             options->drop_degenerate, role, run->threads, NULL, options->cancel,
-                             error) &&
-         (self || knnwb_prepared_init(&run->prepared_queries, queries, options->metric,
-                                      options->drop_degenerate, "query", run->threads, NULL,
-                                      options->cancel, error));
+    if (!knnwb_tree_prepare(run, error))
+      return FALSE;
     const KnnwbPrepared *q = self ? &run->prepared_reference : &run->prepared_queries;
     run->reference_points = run->prepared_reference.scored;
     run->reference_invalid = run->prepared_reference.invalid;
@@ -170,9 +192,8 @@ static gboolean knnwb_tree_frame(KnnwbTreeRun *run, GError **error)
    * left out has nothing to refuse) */
   const size_t n = reference->n_rows, valid = run->reference_valid;
   const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
-  ok = ok && ((self && valid == 0) ||
-              knnwb_knn_check_available(options->k, available, valid, n, self, error));
-  return knnwb_tree_agree(run->group, ok, error);
+  return (self && valid == 0) ||
+         knnwb_knn_check_available(options->k, available, valid, n, self, error);
 }
 
 /* The tree of the reference's rows, on every rank. */

@@ -46,7 +46,7 @@ static const KnnwbMetric derived_metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC
 static void prepare(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric)
 {
   g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_prepared_init_block(p, data, 0, metric, 2, NULL, NULL, &error));
+  g_assert_true(knnwb_prepared_init_block(p, data, 0, metric, "data", 2, NULL, NULL, &error));
   g_assert_no_error(error);
 }
 

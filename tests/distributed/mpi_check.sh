@@ -75,6 +75,9 @@ python3 "$here/make_npy.py" slices.npy 9001 8 4
 python3 "$here/make_npy.py" points.npy 25013 2 5
 "$knnwb" knn points.npy -k 12 -m manhattan -b cpu -q -o one-points.knn
 "$knnwb" knn points.npy -k 12 -m euclidean -b cpu -q -g union -o one-points.mtx
+# Genes of a few samples under Pearson (20,011 rows of 5 columns): the tree of their scored rows.
+python3 "$here/make_npy.py" genes.npy 20011 5 6
+"$knnwb" knn genes.npy -k 10 -m pearson -b cpu -q -o one-genes.knn
 # The same matrix as float64 NPY (read in converted chunks) and as TSV text (read whole by every
 # rank, which then keeps a view of its block).
 python3 - <<'PY'
@@ -310,6 +313,13 @@ for ranks in 1 2 3; do
       grep -aq "on cpu (k-d tree) x $ranks ranks" "points-$mode.err" ||
         fail "$ranks ranks ($mode): the points did not go through the tree"
       cmp one-points.knn "r$ranks-points-$mode.knn" || fail "$ranks ranks ($mode): tree .knn differs"
+    done
+    for mode in split whole; do
+      mpi "$ranks" knn genes.npy -k 10 -m pearson -b cpu --mpi-input $mode \
+        -o "r$ranks-genes-$mode.knn" 2>"genes-$mode.err"
+      grep -aq "on cpu (k-d tree) x $ranks ranks" "genes-$mode.err" ||
+        fail "$ranks ranks ($mode): the genes did not go through the tree"
+      cmp one-genes.knn "r$ranks-genes-$mode.knn" || fail "$ranks ranks ($mode): pearson tree differs"
     done
     mpi "$ranks" knn points.npy -k 12 -m euclidean -b cpu -q -g union -o "r$ranks-points.mtx"
     cmp one-points.mtx "r$ranks-points.mtx" || fail "$ranks ranks: tree union .mtx differs"

@@ -313,8 +313,11 @@ static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *gr
              d * sizeof(float));
     return narrow;
   }
-  return knnwb_matrix_new_wrapped(last - first, whole->n_cols,
-                                  whole->values + first * whole->n_cols, NULL, NULL);
+  KnnwbMatrix *block = knnwb_matrix_new_wrapped(last - first, whole->n_cols,
+                                                whole->values + first * whole->n_cols, NULL, NULL);
+  for (size_t i = first; i < last && whole->row_labels != NULL; i++) /* as a reader gives them */
+    knnwb_matrix_set_row_label(block, i - first, knnwb_matrix_row_label(whole, i));
+  return block;
 }
 
 /* igraph as Debian builds it is not thread-safe (IGRAPH_THREAD_SAFE 0): the neighbourhood's ranks
@@ -2825,10 +2828,12 @@ static void test_split_input_done(void)
  * included; and query rows, each rank its share of them. */
 static void test_tree_ranks(void)
 {
-  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                        KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE};
   static const size_t uneven[] = {0, 100, 101, 900, 1203};
   for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
-    const size_t n = 1203, d = m == 0 ? 2 : 3;
+    const size_t n = 1203, d = m < 2 ? 2 + m : 3 + m % 3;
     g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(n, d, (guint32)(41 + m));
     for (size_t c = 1; c <= 12; c++) /* copies of row 3 */
       memcpy(data->values + 7 * c * d, data->values + 3 * d, d * sizeof(float));
@@ -2882,6 +2887,66 @@ static void test_tree_ranks(void)
         knnwb_neighbors_free(runs[r].result);
       }
     }
+  }
+  g_unsetenv("KNNWB_TREE");
+}
+
+/* A degenerate row among the tree's rows under an angular metric (a constant row in rank 2's
+ * block, labelled): every rank refuses the run with one process's words, the label included,
+ * whole or split; dropped, the lists are one process's. */
+static void test_tree_ranks_degenerate(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(301, 4, 19 + m);
+    for (size_t i = 0; i < 301; i++) {
+      g_autofree char *label = g_strdup_printf("cell-%zu", i);
+      knnwb_matrix_set_row_label(data, i, label);
+    }
+    for (size_t j = 0; j < 4; j++) /* rows 200..300 are rank 2's of 3 */
+      data->values[250 * 4 + j] = data->values[280 * 4 + j] =
+          metrics[m] == KNNWB_METRIC_COSINE ? 0.0f : 1.5f;
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, metrics[m], 5);
+    g_autoptr(GError) alone = NULL, tree_alone = NULL;
+    g_autoptr(KnnwbNeighbors) none = NULL;
+    g_setenv("KNNWB_TREE", "0", TRUE); /* (the tile search's words) */
+    g_assert_false(knnwb_knn_self(data, &options, &none, &alone));
+    g_assert_nonnull(strstr(alone->message, "data row 250 (cell-250) (counted from 0)"));
+    g_setenv("KNNWB_TREE", "1", TRUE);
+    g_assert_false(knnwb_knn_self(data, &options, &none, &tree_alone));
+    g_assert_cmpstr(tree_alone->message, ==, alone->message);
+    for (int split = 0; split <= 1; split++) {
+      options.group_split = split;
+      RankRun runs[MAX_RANKS];
+      run_ranks(3, data, NULL, &options, runs);
+      for (int r = 0; r < 3; r++) {
+        g_assert_null(runs[r].result);
+        g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+        g_assert_cmpstr(runs[r].error->message, ==, alone->message);
+        g_clear_error(&runs[r].error);
+      }
+    }
+    /* Dropped: each rank warns (the host lets rank 0 speak), not fatal here. */
+    GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    options.drop_degenerate = TRUE;
+    options.group_split = FALSE;
+    g_setenv("KNNWB_TREE", "0", TRUE);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    g_setenv("KNNWB_TREE", "1", TRUE);
+    for (int split = 0; split <= 1; split++) {
+      options.group_split = split;
+      RankRun runs[MAX_RANKS];
+      run_ranks(3, data, NULL, &options, runs);
+      for (int r = 0; r < 3; r++) {
+        g_assert_no_error(runs[r].error);
+        g_assert_cmpstr(runs[r].result->backend_used, ==, "cpu (k-d tree) x 3 ranks");
+        g_assert_cmpint(runs[r].result->n_found[250], ==, 0);
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+    }
+    g_log_set_always_fatal(fatal);
   }
   g_unsetenv("KNNWB_TREE");
 }
@@ -2943,6 +3008,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-input-done", test_split_input_done);
   g_test_add_func("/distributed/group/tree-ranks", test_tree_ranks);
   g_test_add_func("/distributed/group/tree-ranks-fail", test_tree_ranks_fail);
+  g_test_add_func("/distributed/group/tree-ranks-degenerate", test_tree_ranks_degenerate);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
