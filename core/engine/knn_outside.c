@@ -12,10 +12,12 @@
 #include <knnwb/parallel.h>
 #include "cpu/cpu.h"
 #include "engine/engine.h"
+#include "tree/tree.h"
 
 struct KnnwbOutsideSearch {
   KnnwbKnnOptions options;
   KnnwbPrepared prepared;
+  KnnwbTreeOutside *tree; /* rows of a few columns: a k-d tree answers (core/tree/), no backend */
   KnnwbSelectFunc select;
   char *backend;
   int threads;
@@ -30,8 +32,23 @@ KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data,
   search->options = *options;
   search->threads = knnwb_thread_count(options->n_threads);
   if (!knnwb_prepared_init(&search->prepared, data, options->metric, FALSE, "data", search->threads,
-                           NULL, options->cancel, error) ||
-      !knnwb_knn_choose_backend(options, &search->select, &search->backend, error)) {
+                           NULL, options->cancel, error)) {
+    knnwb_outside_search_free(search);
+    return NULL;
+  }
+  /* Rows of a few columns: the tree's answers are the same, each in about log n steps where the
+   * tile search compares the row with every row. */
+  if (search->prepared.n_invalid == 0 &&
+      knnwb_tree_outside_applies(data->n_rows, data->n_cols, options)) {
+    search->tree = knnwb_tree_outside_new(&search->prepared, options, error);
+    if (search->tree == NULL) {
+      knnwb_outside_search_free(search);
+      return NULL;
+    }
+    search->backend = g_strdup("cpu (k-d tree)");
+    return search;
+  }
+  if (!knnwb_knn_choose_backend(options, &search->select, &search->backend, error)) {
     knnwb_outside_search_free(search);
     return NULL;
   }
@@ -47,6 +64,7 @@ void knnwb_outside_search_free(KnnwbOutsideSearch *search)
 {
   if (search == NULL)
     return;
+  knnwb_tree_outside_free(search->tree);
   knnwb_prepared_clear(&search->prepared);
   g_free(search->backend);
   g_free(search);
@@ -270,6 +288,9 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
     }
     return TRUE;
   }
+  if (search->tree != NULL)
+    return knnwb_tree_outside_run(search->tree, group, rows, n_rows, out_index, out_distance,
+                                  error);
   KnnwbOutsideRun run = {search, group, rows, available, out_index, out_distance};
   const size_t kc = MIN(max_available, (size_t)9);
   GArray *slots = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n_rows);

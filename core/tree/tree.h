@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
+#include "engine/engine.h"
 
 /* The most columns the tree search takes on the CPU, and where the run is on GPUs. The leaves a
  * row opens grow fast with its columns: 200,000 rows in 50 overlapping Gaussian clusters, k = 30,
@@ -75,5 +76,36 @@ gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options
  */
 gboolean knnwb_tree_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                           const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error);
+
+/* The nearest row in another group, through a tree of the rows (knnwb_outside_search_run's
+ * question: the exact MST's Borůvka rounds on rows of a few columns). */
+typedef struct KnnwbTreeOutside KnnwbTreeOutside;
+
+/** Whether knnwb_tree_outside_new takes n rows of d columns with options: as
+ * knnwb_tree_applies_shape for a self run of k = 1 (n >= 2). O(1). */
+gboolean knnwb_tree_outside_applies(size_t n, size_t d, const KnnwbKnnOptions *options);
+
+/**
+ * The tree of prepared's rows (knnwb_prepared_init's; its rows and prepared must outlive the
+ * search, and no row may be left out: n_invalid 0), built on options' threads. The answers are
+ * knnwb_outside_search_run's: each distance the engine's exact double, ties to the lower row.
+ * NULL with error: memory (KNNWB_ERROR_NO_MEMORY), options' cancel raised
+ * (KNNWB_ERROR_CANCELLED). Time O(n d log n), memory O(n d).
+ */
+KnnwbTreeOutside *knnwb_tree_outside_new(const KnnwbPrepared *prepared,
+                                         const KnnwbKnnOptions *options, GError **error);
+
+/**
+ * For each of rows[0, n_rows), the nearest row whose group (group: n ids, checked by the caller)
+ * differs, into out_index (-1 when every row shares its group) and out_distance (+inf then). A
+ * node whose rows all lie in the row's group is never opened, so rows deep inside a large group
+ * cost about as much as those at its edge. FALSE with error when options' cancel is raised
+ * (KNNWB_ERROR_CANCELLED). Time O(n) for the nodes' groups, then about O(log n d) a row on rows
+ * of low intrinsic dimension.
+ */
+gboolean knnwb_tree_outside_run(KnnwbTreeOutside *outside, const int32_t *group,
+                                const int64_t *rows, size_t n_rows, int64_t *out_index,
+                                double *out_distance, GError **error);
+void knnwb_tree_outside_free(KnnwbTreeOutside *outside);
 
 #endif

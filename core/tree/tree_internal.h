@@ -67,6 +67,11 @@ typedef struct {
   gboolean angular;
   const KnnwbPrepared *exact_queries, *exact_reference;
   size_t k;
+  /* Rows in groups (NULL: none): a row's search leaves out every row of its own group (the
+   * nearest row outside it, tree_outside.c), and node t, whose rows all lie in group
+   * node_group[t] (-1: in several), is never opened for a row of that group. */
+  const int32_t *group;
+  const int32_t *node_group;
   size_t first, last;    /* the rows this process searches */
   KnnwbNeighbors *lists; /* rows [first, last); absent rows' lists emptied by the caller */
   const KnnwbKnnOptions *options;
@@ -81,5 +86,12 @@ typedef struct {
  * Sets s->cancelled when options' cancel was raised (the lists then incomplete). About O(k log n d)
  * a row on rows of low intrinsic dimension. */
 void knnwb_tree_search(KnnwbTreeSearch *s, int threads);
+
+/* The same for the tree's own rows rows[0, n_rows) (s->query_points: every row's point in the
+ * tree's space, by row; s->first and s->last unused): each row's k nearest, itself and its group
+ * left out, into index and distance (k a row, by (distance, row), -1 and +inf after the rows
+ * found). Sets s->cancelled as knnwb_tree_search does. */
+void knnwb_tree_search_rows(KnnwbTreeSearch *s, const int64_t *rows, size_t n_rows, int64_t *index,
+                            double *distance, int threads);
 
 #endif

@@ -30,6 +30,7 @@ typedef struct {
   const float *x; /* its coordinates in the tree's space */
   size_t at;      /* its row among the searched (query or self) rows */
   int64_t self;
+  int32_t group; /* its group (-1: no groups) */
   size_t count, k;
   int64_t *index;
   double *distance;
@@ -140,6 +141,8 @@ static inline gboolean knnwb_tree_is_point(const KnnwbTree *tree, size_t t)
 static inline gboolean knnwb_tree_open(const KnnwbTreeSearch *s, const KnnwbTreeRow *r, size_t t,
                                        size_t lo, double bound)
 {
+  if (s->node_group != NULL && s->node_group[t] == r->group)
+    return FALSE; /* (every row of the node in the row's own group) */
   if (r->count < r->k)
     return TRUE;
   const double kth = r->distance[0];
@@ -174,7 +177,7 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
   if (depth == tree->levels) {
     for (size_t p = lo; p < hi; p++) {
       const int64_t row = tree->order[p];
-      if (row != r->self)
+      if (row != r->self && (s->group == NULL || s->group[row] != r->group))
         knnwb_tree_offer(r, row, knnwb_tree_distance(s, r, p));
     }
     return;
@@ -195,22 +198,28 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
   }
 }
 
-/* The best so far into the list of the row at `row` of lists, by (distance, row), padded with -1
- * and +inf. */
-static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
+/* The best so far into index and distance (k slots), by (distance, row), padded with -1 and
+ * +inf. */
+static void knnwb_tree_put(KnnwbTreeRow *r, int64_t *index, double *distance)
 {
-  const size_t found = r->count, k = lists->k;
+  const size_t found = r->count;
   for (size_t count = found; count > 1; count--) { /* (the heap sorted: the last after) */
     knnwb_tree_swap_entries(r, 0, count - 1);
     knnwb_tree_sift_down(r, count - 1);
   }
-  memcpy(lists->indices + row * k, r->index, found * sizeof(int64_t));
-  memcpy(lists->distances + row * k, r->distance, found * sizeof(double));
-  for (size_t slot = found; slot < k; slot++) {
-    lists->indices[row * k + slot] = -1;
-    lists->distances[row * k + slot] = INFINITY;
+  memcpy(index, r->index, found * sizeof(int64_t));
+  memcpy(distance, r->distance, found * sizeof(double));
+  for (size_t slot = found; slot < r->k; slot++) {
+    index[slot] = -1;
+    distance[slot] = INFINITY;
   }
-  lists->n_found[row] = (int32_t)found;
+}
+
+/* The best so far into the list of the row at `row` of lists. */
+static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
+{
+  knnwb_tree_put(r, lists->indices + row * lists->k, lists->distances + row * lists->k);
+  lists->n_found[row] = (int32_t)r->count;
 }
 
 /* Progress, from one thread at a time and at most ten times a second. */
@@ -255,6 +264,7 @@ static void knnwb_tree_search_own(size_t first, size_t last, void *data)
     r.x = tree->points + p * tree->d;
     r.at = (size_t)row;
     r.self = row;
+    r.group = s->group != NULL ? s->group[row] : -1;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, tree->n, 0);
     knnwb_tree_write(&r, s->lists, (size_t)row - s->first);
@@ -281,6 +291,7 @@ static void knnwb_tree_search_queries(size_t first, size_t last, void *data)
     r.x = s->query_points + row * s->tree->d;
     r.at = row;
     r.self = -1;
+    r.group = -1;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, s->tree->n, 0);
     knnwb_tree_write(&r, s->lists, i);
@@ -289,6 +300,43 @@ static void knnwb_tree_search_queries(size_t first, size_t last, void *data)
   g_free(r.index);
   g_free(r.distance);
   knnwb_tree_report(s, searched);
+}
+
+/* The given rows rows[first, last) of the tree's own (knnwb_tree_search_rows). */
+typedef struct {
+  KnnwbTreeSearch *s;
+  const int64_t *rows;
+  int64_t *index;
+  double *distance;
+} KnnwbTreeRows;
+
+static void knnwb_tree_search_given(size_t first, size_t last, void *data)
+{
+  KnnwbTreeRows *given = data;
+  KnnwbTreeSearch *s = given->s;
+  if (knnwb_tree_search_stops(s))
+    return;
+  const size_t k = s->k;
+  KnnwbTreeRow r = {.k = k, .index = g_new(int64_t, k), .distance = g_new(double, k)};
+  for (size_t i = first; i < last; i++) {
+    const int64_t row = given->rows[i];
+    r.x = s->query_points + (size_t)row * s->tree->d;
+    r.at = (size_t)row;
+    r.self = row;
+    r.group = s->group != NULL ? s->group[row] : -1;
+    r.count = 0;
+    knnwb_tree_visit(s, &r, 0, 0, s->tree->n, 0);
+    knnwb_tree_put(&r, given->index + i * k, given->distance + i * k);
+  }
+  g_free(r.index);
+  g_free(r.distance);
+}
+
+void knnwb_tree_search_rows(KnnwbTreeSearch *s, const int64_t *rows, size_t n_rows, int64_t *index,
+                            double *distance, int threads)
+{
+  KnnwbTreeRows given = {s, rows, index, distance};
+  knnwb_parallel_for(threads, n_rows, 256, knnwb_tree_search_given, &given);
 }
 
 void knnwb_tree_search(KnnwbTreeSearch *s, int threads)

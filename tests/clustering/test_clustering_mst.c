@@ -184,6 +184,35 @@ static void test_ties(void)
   g_rand_free(rand);
 }
 
+/* Rows of a few columns: the k-d tree (core/tree/) answers the kNN lists and the searches for the
+ * nearest point outside a component (KNNWB_TREE=1: at any size), in clusters whose later rounds
+ * search whole components, and on a grid of tied distances. */
+static void test_tree(void)
+{
+  g_setenv("KNNWB_TREE", "1", TRUE);
+  GRand *rand = g_rand_new_with_seed(77);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+    const gboolean lp = metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN;
+    const size_t n = 257, d = lp ? 2 : 5;
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < d; j++)
+        data->values[i * d + j] =
+            (float)(g_rand_double_range(rand, -1, 1) + 6.0 * (double)((i % 5) * (j % 2 + 1)));
+    check_points(data, (KnnwbMetric)metric, 3, 2);
+  }
+  for (int trial = 0; trial < 3; trial++) {
+    const size_t n = 90 + (size_t)trial * 7, d = 2;
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    for (size_t i = 0; i < n * d; i++)
+      data->values[i] = (float)g_rand_int_range(rand, 0, 12);
+    check_points(data, KNNWB_METRIC_MANHATTAN, 2, 2);
+    check_points(data, KNNWB_METRIC_EUCLIDEAN, 4, 3);
+  }
+  g_rand_free(rand);
+  g_unsetenv("KNNWB_TREE");
+}
+
 static void test_reused_lists_and_errors(void)
 {
   size_t n = 30, d = 3;
@@ -338,6 +367,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/clustering/mst/every-metric", test_every_metric);
   g_test_add_func("/clustering/mst/ties", test_ties);
+  g_test_add_func("/clustering/mst/tree", test_tree);
   g_test_add_func("/clustering/mst/reused-lists-and-errors", test_reused_lists_and_errors);
   g_test_add_func("/clustering/mst/allocation-failure", test_allocation_failure);
   g_test_add_func("/clustering/mst/late-rounds-pruned", test_late_rounds_pruned);

@@ -506,6 +506,110 @@ static void test_not_finite(void)
   knnwb_matrix_free(m);
 }
 
+/* Groups of a matrix's rows for the nearest-outside search: 0 scattered (row % 7), 1 regions of
+ * space (bands of the first column: whole nodes of one group), 2 one large group and singletons,
+ * 3 one group of every row. */
+static void outside_groups(const KnnwbMatrix *m, int layout, int32_t *group)
+{
+  const size_t n = m->n_rows;
+  for (size_t i = 0; i < n; i++) {
+    const float x = m->values[i * m->n_cols];
+    group[i] = layout == 0   ? (int32_t)(i % 7)
+               : layout == 1 ? (int32_t)floor((x + 5.0) / 2.5)
+               : layout == 2 ? (i < n - n / 20 ? 0 : (int32_t)i)
+                             : 3;
+  }
+}
+
+/* The tile search's nearest row outside each row's group (KNNWB_TREE as tree says). */
+static void outside_answers(const KnnwbMatrix *m, const KnnwbKnnOptions *o, const char *tree,
+                            const int32_t *group, const int64_t *rows, int64_t *index,
+                            double *distance)
+{
+  g_setenv("KNNWB_TREE", tree, TRUE);
+  GError *error = NULL;
+  KnnwbOutsideSearch *search = knnwb_outside_search_new(m, o, &error);
+  g_assert_no_error(error);
+  g_assert_true(knnwb_outside_search_run(search, group, rows, m->n_rows, index, distance, &error));
+  g_assert_no_error(error);
+  knnwb_outside_search_free(search);
+  g_unsetenv("KNNWB_TREE");
+}
+
+/* The nearest row outside each row's group (the exact MST's question) through the tree: the tile
+ * search's answers (KNNWB_TREE=0) and the brute force over the engine's exact distances, bit for
+ * bit, ties to the lower row (copies of rows in other groups), under every metric and the groups
+ * of outside_groups; a raised cancel stops a run. */
+static void test_outside(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                        KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE};
+  const size_t n = 1201;
+  g_autofree int32_t *group = g_new(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n),
+                     *tiles = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n), *tile_distance = g_new(double, n);
+  for (size_t i = 0; i < n; i++)
+    rows[i] = (int64_t)(n - 1 - i); /* (any order) */
+  for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+    const size_t d = 2 + mi % 3;
+    KnnwbMatrix *m = random_rows(n, d, 60 + mi, 10.0);
+    for (size_t i = 600; i < 640; i++) /* copies in other groups of every layout but the last */
+      memcpy(m->values + i * d, m->values + (i - 590) * d, d * sizeof(float));
+    KnnwbKnnOptions o;
+    knnwb_knn_options_init(&o);
+    o.metric = metrics[mi];
+    o.backend = KNNWB_BACKEND_CPU;
+    o.n_threads = 2;
+    o.memory_bytes = 32 << 10;
+    KnnwbPrepared p;
+    GError *error = NULL;
+    g_assert_true(knnwb_prepared_init(&p, m, o.metric, FALSE, "data", 1, NULL, NULL, &error));
+    g_setenv("KNNWB_TREE", "1", TRUE);
+    g_assert_true(knnwb_tree_outside_applies(n, d, &o));
+    KnnwbTreeOutside *tree = knnwb_tree_outside_new(&p, &o, &error);
+    g_assert_no_error(error);
+    g_unsetenv("KNNWB_TREE");
+    for (int layout = 0; layout < 4; layout++) {
+      outside_groups(m, layout, group);
+      g_assert_true(knnwb_tree_outside_run(tree, group, rows, n, index, distance, &error));
+      g_assert_no_error(error);
+      outside_answers(m, &o, "0", group, rows, tiles, tile_distance);
+      g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
+      g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
+      outside_answers(m, &o, "1", group, rows, tiles, tile_distance); /* (the search's own path) */
+      g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
+      for (size_t t = 0; t < n; t++) {
+        const size_t i = (size_t)rows[t];
+        int64_t best = -1;
+        double best_distance = INFINITY;
+        for (size_t j = 0; j < n; j++) {
+          const double dist = knnwb_prepared_distance(&p, i, &p, j);
+          if (group[j] != group[i] && (best < 0 || dist < best_distance)) {
+            best = (int64_t)j;
+            best_distance = dist;
+          }
+        }
+        g_assert_cmpint(index[t], ==, best);
+        g_assert_cmpmem(&distance[t], sizeof(double), &best_distance, sizeof(double));
+      }
+    }
+    static volatile gint cancel = 1;
+    KnnwbKnnOptions cancelled = o;
+    cancelled.cancel = &cancel;
+    KnnwbTreeOutside *stopped = knnwb_tree_outside_new(&p, &cancelled, &error);
+    g_assert_no_error(error); /* (a tree this small is built before a poll) */
+    g_assert_false(knnwb_tree_outside_run(stopped, group, rows, n, index, distance, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+    g_clear_error(&error);
+    knnwb_tree_outside_free(stopped);
+    knnwb_tree_outside_free(tree);
+    knnwb_prepared_clear(&p);
+    knnwb_matrix_free(m);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -520,5 +624,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tree/applies", test_applies);
   g_test_add_func("/tree/progress-and-cancel", test_progress_and_cancel);
   g_test_add_func("/tree/not-finite", test_not_finite);
+  g_test_add_func("/tree/outside", test_outside);
   return g_test_run();
 }
