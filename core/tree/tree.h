@@ -1,6 +1,6 @@
 /* core/tree/: the exact lists of rows of a few columns (spatial coordinates, embeddings, genes of
  * a few samples) through a k-d tree on the CPU, for the engine's self and query searches
- * (core/engine/knn.c). Where rows
+ * (core/engine/knn.c) and the exact MST's nearest row outside a group (knn_outside.c). Where rows
  * have few columns the pairs' products are cheap and a tile search's n^2 pairs are the cost; a tree
  * visits about k log n of them a row. The lists are the bytes of every other path: the k nearest by
  * (distance, row), each distance knnwb_distance_exact's double from the rows as stored. */
@@ -98,8 +98,8 @@ KnnwbTreeOutside *knnwb_tree_outside_new(const KnnwbPrepared *prepared,
 /**
  * For each of rows[0, n_rows), the nearest row whose group (group: n ids, checked by the caller)
  * differs, into out_index (-1 when every row shares its group) and out_distance (+inf then). A
- * node whose rows all lie in the row's group is never opened, so rows deep inside a large group
- * cost about as much as those at its edge. FALSE with error when options' cancel is raised
+ * node whose rows all lie in the row's group is never opened, so a row deep inside a large group
+ * passes over its group's nodes instead of reading their rows. FALSE with error when options' cancel is raised
  * (KNNWB_ERROR_CANCELLED). Time O(n) for the nodes' groups, then about O(log n d) a row on rows
  * of low intrinsic dimension.
  */

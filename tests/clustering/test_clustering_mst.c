@@ -201,15 +201,8 @@ static void test_tree(void)
             (float)(g_rand_double_range(rand, -1, 1) + 6.0 * (double)((i % 5) * (j % 2 + 1)));
     check_points(data, (KnnwbMetric)metric, 3, 2);
   }
-  for (int trial = 0; trial < 3; trial++) {
-    const size_t n = 90 + (size_t)trial * 7, d = 2;
-    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
-    for (size_t i = 0; i < n * d; i++)
-      data->values[i] = (float)g_rand_int_range(rand, 0, 12);
-    check_points(data, KNNWB_METRIC_MANHATTAN, 2, 2);
-    check_points(data, KNNWB_METRIC_EUCLIDEAN, 4, 3);
-  }
   g_rand_free(rand);
+  test_ties();
   g_unsetenv("KNNWB_TREE");
 }
 

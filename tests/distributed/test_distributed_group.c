@@ -2933,18 +2933,11 @@ static void test_tree_ranks_degenerate(void)
     options.group_split = FALSE;
     g_setenv("KNNWB_TREE", "0", TRUE);
     g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    g_assert_cmpint(expected->n_found[250], ==, 0);
     g_setenv("KNNWB_TREE", "1", TRUE);
     for (int split = 0; split <= 1; split++) {
       options.group_split = split;
-      RankRun runs[MAX_RANKS];
-      run_ranks(3, data, NULL, &options, runs);
-      for (int r = 0; r < 3; r++) {
-        g_assert_no_error(runs[r].error);
-        g_assert_cmpstr(runs[r].result->backend_used, ==, "cpu (k-d tree) x 3 ranks");
-        g_assert_cmpint(runs[r].result->n_found[250], ==, 0);
-        assert_same_rows(expected, runs[r].result);
-        knnwb_neighbors_free(runs[r].result);
-      }
+      assert_ranks_self_lists(data, &options, expected);
     }
     g_log_set_always_fatal(fatal);
   }
