@@ -99,9 +99,9 @@ KnnwbTreeOutside *knnwb_tree_outside_new(const KnnwbPrepared *prepared,
  * For each of rows[0, n_rows), the nearest row whose group (group: n ids, checked by the caller)
  * differs, into out_index (-1 when every row shares its group) and out_distance (+inf then). A
  * node whose rows all lie in the row's group is never opened, so a row deep inside a large group
- * passes over its group's nodes instead of reading their rows. FALSE with error when options' cancel is raised
- * (KNNWB_ERROR_CANCELLED). Time O(n) for the nodes' groups, then about O(log n d) a row on rows
- * of low intrinsic dimension.
+ * passes over its group's nodes instead of reading their rows. FALSE with error when options'
+ * cancel is raised (KNNWB_ERROR_CANCELLED). Time O(n) for the nodes' groups, then about O(log n d)
+ * a row on rows of low intrinsic dimension.
  */
 gboolean knnwb_tree_outside_run(KnnwbTreeOutside *outside, const int32_t *group,
                                 const int64_t *rows, size_t n_rows, int64_t *out_index,
