@@ -290,6 +290,10 @@ int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max);
  * nothing). Nothing for a run that takes no share (knnwb_knn_gpu_share).
  */
 void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices);
+/** Whether this process has begun starting CUDA's driver or its GPUs (knnwb_knn_devices_start
+ * with a backend other than cpu, or knnwb_knn_uses_gpu counting them), whether or not it found
+ * any: for the tests that check that a run on the CPU's tree left them alone. O(1). */
+gboolean knnwb_knn_devices_begun(void);
 /**
  * Begins the GPUs' start (knnwb_knn_devices_start) and the choice of the tile GEMM for a search of
  * n_query x n_reference rows of dim columns with options (knnwb_cuda_gemm_start), where that

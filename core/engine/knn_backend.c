@@ -46,6 +46,9 @@ int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max)
   return knnwb_cuda_share_devices(share, shares, ordinals, max);
 }
 
+/* Whether CUDA's driver or the GPUs were asked to start (knnwb_knn_devices_begun). */
+static gint knnwb_knn_devices_asked;
+
 gboolean knnwb_knn_devices_narrow(int *devices, int n_devices)
 {
   g_autofree char *given = g_strdup(g_getenv("CUDA_VISIBLE_DEVICES"));
@@ -63,8 +66,15 @@ void knnwb_knn_devices_start(const KnnwbKnnOptions *options)
 {
   int share = 0, shares = 1;
   knnwb_knn_gpu_share(options, &share, &shares);
-  if (options->backend != KNNWB_BACKEND_CPU)
+  if (options->backend != KNNWB_BACKEND_CPU) {
+    g_atomic_int_set(&knnwb_knn_devices_asked, 1);
     knnwb_cuda_start(options->devices, options->n_devices, share, shares);
+  }
+}
+
+gboolean knnwb_knn_devices_begun(void)
+{
+  return g_atomic_int_get(&knnwb_knn_devices_asked) != 0;
 }
 
 void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t n_reference,
@@ -112,7 +122,12 @@ void knnwb_knn_rows_drop(void)
 void knnwb_knn_devices_prepare(const KnnwbKnnOptions *options, size_t n_rows, size_t n_cols)
 {
   g_return_if_fail(options != NULL);
-  if (!knnwb_tree_applies_shape(n_rows, n_cols, options)) /* (a tree run times no GEMM) */
+  /* A tree run is on the CPU: no GPU to start, no GEMM to time. Up to the GPUs' column limit the
+   * tree takes such rows whatever the backend; above it, whether the run is on GPUs decides, and
+   * asking waits for the driver, so the GPUs start first. */
+  if (n_cols > KNNWB_TREE_MAX_COLUMNS_GPU || !knnwb_tree_applies_shape(n_rows, n_cols, options))
+    knnwb_knn_devices_start(options);
+  if (!knnwb_tree_applies_shape(n_rows, n_cols, options))
     knnwb_knn_gemm_start(options, n_rows, n_rows, n_cols);
 }
 
@@ -141,7 +156,10 @@ gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
 {
   if (options->backend == KNNWB_BACKEND_CPU)
     return FALSE;
-  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
+  if (options->backend == KNNWB_BACKEND_CUDA)
+    return TRUE;
+  g_atomic_int_set(&knnwb_knn_devices_asked, 1); /* (the count starts the driver) */
+  return knnwb_cuda_device_count() > 0;
 }
 
 /* Whether CUDA_VISIBLE_DEVICES hides every GPU (empty, or a first entry of -1 or no number). */

@@ -438,6 +438,37 @@ static void test_applies(void)
   knnwb_matrix_free(few);
 }
 
+/* A run the tree takes leaves the GPUs alone under the default backend (starting them cost a GPU
+ * host's run of a million points more than its search): neither an NPY header's shape
+ * (knnwb_knn_devices_prepare) nor the search begins their start, nor the nearest-outside search;
+ * a shape of more columns does. First of the tests: a process starts its GPUs once. */
+static void test_no_gpu_start(void)
+{
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.k = 5;
+  o.n_threads = 1;
+  g_assert_false(knnwb_knn_devices_begun());
+  knnwb_knn_devices_prepare(&o, 50000, KNNWB_TREE_MAX_COLUMNS_GPU);
+  g_assert_false(knnwb_knn_devices_begun());
+  KnnwbMatrix *m = random_rows(KNNWB_TREE_MIN_ROWS + 1, KNNWB_TREE_MAX_COLUMNS_GPU, 5, 1.0);
+  KnnwbNeighbors *lists = NULL;
+  GError *error = NULL;
+  g_assert_true(knnwb_knn_self(m, &o, &lists, &error));
+  g_assert_no_error(error);
+  g_assert_cmpstr(lists->backend_used, ==, "cpu (k-d tree)");
+  KnnwbOutsideSearch *outside = knnwb_outside_search_new(m, &o, &error);
+  g_assert_no_error(error);
+  g_assert_false(knnwb_knn_devices_begun());
+  knnwb_knn_devices_prepare(&o, 50000, 50);
+  g_assert_true(knnwb_knn_devices_begun());
+  knnwb_knn_devices_wait();
+  knnwb_outside_search_free(outside);
+  knnwb_neighbors_free(lists);
+  knnwb_matrix_free(m);
+}
+
 static void count_progress(uint64_t done, uint64_t total, void *data)
 {
   uint64_t *last = data;
@@ -613,6 +644,7 @@ static void test_outside(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/tree/no-gpu-start", test_no_gpu_start); /* (first: see there) */
   g_test_add_func("/tree/odd-sizes", test_odd_sizes);
   g_test_add_func("/tree/ties", test_ties);
   g_test_add_func("/tree/magnitudes", test_magnitudes);

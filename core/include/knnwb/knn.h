@@ -178,7 +178,8 @@ gboolean knnwb_knn_devices_narrow(int *devices, int n_devices);
  */
 void knnwb_knn_devices_start(const KnnwbKnnOptions *options);
 /**
- * knnwb_knn_devices_start, and the GPUs' timed choice of their tile GEMM for a self search of
+ * knnwb_knn_devices_start (nothing for rows that a k-d tree on the CPU searches: a few columns),
+ * and the GPUs' timed choice of their tile GEMM for a self search of
  * n_rows x n_cols rows with options (which knnwb_knn_self begins itself once it has the rows), for
  * a caller that knows the shape before the values: an NPY's header (KnnwbReadOptions.shape_known),
  * so that the choice (0.25-0.45 s on an H200: the driver, the context, about 20 GEMMs) overlaps

@@ -398,8 +398,8 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   return ready;
 }
 
-/* An NPY's shape, known from its header: the GPUs choose their tile GEMM for it while the values
- * are read (knnwb_knn_devices_prepare). */
+/* An NPY's shape, known from its header: the GPUs start, where the run uses them, and choose their
+ * tile GEMM for it while the values are read (knnwb_knn_devices_prepare). */
 static void knnwb_knn_shape_known(size_t rows, size_t cols, void *data)
 {
   const KnnwbKnnRun *run = data;
@@ -703,11 +703,26 @@ static void knnwb_knn_print_summary(const KnnwbKnnRun *run)
              (double)(run->knn_done - run->read_done) / 1e6, layout_text, write_seconds, total);
 }
 
+/* Whether the input is read whole by one process from an NPY file, whose header gives its shape
+ * before its values (knnwb_knn_shape_known starts the GPUs then, where the run uses them). */
+static gboolean knnwb_knn_header_first(const KnnwbKnnRun *run)
+{
+  KnnwbInputFormat format = run->read_options.format;
+  if (run->group != NULL || (format == KNNWB_INPUT_AUTO &&
+                             !knnwb_formats_detect_input(run->command.rest[0], &format, NULL)))
+    return FALSE;
+  return format == KNNWB_INPUT_NPY;
+}
+
 /* Reads, computes, writes and commits; under mpirun every rank runs it (knnwb_knn_prepare). */
 static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
 {
   run->start = g_get_monotonic_time();
-  knnwb_knn_devices_start(&run->options); /* the GPUs start while the input is read */
+  /* The GPUs start while the input is read; an NPY's header says first whether the run will use
+   * them (knnwb_knn_shape_known: rows of a few columns go to a tree on the CPU, and starting the
+   * GPUs cost such a run more than its search). */
+  if (!knnwb_knn_header_first(run))
+    knnwb_knn_devices_start(&run->options);
   if (!knnwb_knn_read(run, error))
     return FALSE;
   run->read_done = g_get_monotonic_time();
