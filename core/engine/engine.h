@@ -428,6 +428,12 @@ gboolean knnwb_knn_check_available(size_t k, size_t available, size_t n_valid, s
 gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
                                size_t held, size_t held_reference, gboolean self,
                                const KnnwbKnnOptions *options, GError **error);
+/** The same for the k-d tree's search (core/tree/), which holds no candidate lists: the memory
+ * estimate leaves them out without asking whether the run is on GPUs (asking starts CUDA's
+ * driver, which a run on the CPU's tree never uses). */
+gboolean knnwb_knn_check_sizes_tree(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                                    size_t held, size_t held_reference, gboolean self,
+                                    const KnnwbKnnOptions *options, GError **error);
 
 /** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);

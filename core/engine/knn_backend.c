@@ -176,7 +176,9 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
     return FALSE;
   if (options->backend == KNNWB_BACKEND_CUDA)
     return TRUE;
-  /* a driver still initialising was found, so it has GPUs to count, unless they are hidden */
+  /* a driver still initialising was found, so it has GPUs to count, unless they are hidden (and
+   * none begun: the count starts the driver) */
+  g_atomic_int_set(&knnwb_knn_devices_asked, 1);
   const int now = knnwb_cuda_device_count_now();
   return now > 0 || (now < 0 && !knnwb_knn_gpus_hidden());
 }

@@ -4,9 +4,12 @@
 #include <knnwb/parallel.h>
 #include "engine/engine.h"
 
-gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
-                               size_t held, size_t held_reference, gboolean self,
-                               const KnnwbKnnOptions *options, GError **error)
+/* The checks; candidates: whether the search may hold candidate lists on the host (the tile
+ * search on the CPU; GPUs refine theirs on the device, the k-d tree has none). */
+static gboolean knnwb_knn_check_request(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                                        size_t held, size_t held_reference, gboolean self,
+                                        const KnnwbKnnOptions *options, gboolean candidates,
+                                        GError **error)
 {
   if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
@@ -70,10 +73,11 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
    * waiting for their driver: a run that ends up on the CPU after all reports the candidates'
    * allocation if it fails. */
   const size_t margin = MAX((size_t)8, k / 8);
-  const double candidates = knnwb_knn_expects_gpu(options) ? 0.0
-                                                           : (double)held * (double)(k + margin) *
-                                                                 (sizeof(int64_t) + sizeof(float));
-  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) + candidates +
+  const double candidate_bytes =
+      !candidates || knnwb_knn_expects_gpu(options)
+          ? 0.0
+          : (double)held * (double)(k + margin) * (sizeof(int64_t) + sizeof(float));
+  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) + candidate_bytes +
                   (double)(held + (self ? 0 : held_reference)) * (double)d * sizeof(float) *
                       (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
   size_t available = knnwb_memory_available();
@@ -115,4 +119,20 @@ gboolean knnwb_knn_check_available(size_t k, size_t available, size_t n_valid, s
                 k, available, self ? "other" : "reference", available == 1 ? "" : "s", why,
                 available);
   return FALSE;
+}
+
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error)
+{
+  return knnwb_knn_check_request(n, n_reference, d, d_reference, held, held_reference, self,
+                                 options, TRUE, error);
+}
+
+gboolean knnwb_knn_check_sizes_tree(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                                    size_t held, size_t held_reference, gboolean self,
+                                    const KnnwbKnnOptions *options, GError **error)
+{
+  return knnwb_knn_check_request(n, n_reference, d, d_reference, held, held_reference, self,
+                                 options, FALSE, error);
 }

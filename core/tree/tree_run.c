@@ -117,8 +117,8 @@ static gboolean knnwb_tree_check(const KnnwbTreeRun *run, gboolean *finite, GErr
   const size_t nq = searched->n_rows, n = reference->n_rows;
   *finite = FALSE;
   if (!knnwb_tree_agree(run->group,
-                        knnwb_knn_check_sizes(nq, n, searched->n_cols, reference->n_cols, nq, n,
-                                              self, run->options, error),
+                        knnwb_knn_check_sizes_tree(nq, n, searched->n_cols, reference->n_cols, nq,
+                                                   n, self, run->options, error),
                         error))
     return FALSE;
   /* (the ranks hold the same rows: all go on, or none; the tile search says which is not) */
