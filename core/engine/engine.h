@@ -225,6 +225,16 @@ KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
  * on the device). */
 KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
 
+/* Clones for wider vector units: the same IEEE operations in the same order per lane (no FMA
+ * contraction, see CMakeLists.txt), so every clone returns the same bits, only faster (the engine's
+ * exact sums, and the other units' loops over them). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
+    !defined(__clang__)
+#define KNNWB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KNNWB_VECTOR_CLONES
+#endif
+
 /* Eight independent accumulators, always combined in the same order: deterministic, and the
  * compiler can vectorise them. Every exact sum of the engine (metric.c) is made this way, so every
  * caller gets bit-identical results. */
@@ -235,9 +245,17 @@ static inline double knnwb_lanes_sum(const double *acc)
 }
 
 /** knnwb_pair_distance (so knnwb_distance_exact) of x and y under the euclidean (euclidean TRUE)
- * or manhattan metric, inline for the k-d tree's inner loop (core/tree/); metric.c's is this
- * one, so the two agree bit for bit. O(d). */
-static inline double knnwb_distance_lp(gboolean euclidean, const float *x, const float *y, size_t d)
+ * or manhattan metric, inline for the k-d tree's inner loop (core/tree/) and the cells' (core/
+ * partition/partition_outside.c); metric.c's is this one, so they agree bit for bit. Always
+ * inlined, so that a caller built for wider vector units (KNNWB_VECTOR_CLONES) keeps its eight sums
+ * in their registers: called, it ran the plain build's code with the sums in memory. O(d). */
+#if defined(__GNUC__)
+#define KNNWB_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define KNNWB_ALWAYS_INLINE inline
+#endif
+static KNNWB_ALWAYS_INLINE double knnwb_distance_lp(gboolean euclidean, const float *x,
+                                                    const float *y, size_t d)
 {
   double acc[KNNWB_LANES] = {0};
   size_t j = 0;

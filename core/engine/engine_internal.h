@@ -7,15 +7,6 @@
 
 #include "engine/engine.h"
 
-/* Clones for wider vector units: the same IEEE operations in the same order per lane (no FMA
- * contraction, see CMakeLists.txt), so every clone returns the same bits, only faster. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
-    !defined(__clang__)
-#define KNNWB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KNNWB_VECTOR_CLONES
-#endif
-
 /** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit.
  */
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,

@@ -12,12 +12,17 @@
 #include <knnwb/parallel.h>
 #include "cpu/cpu.h"
 #include "engine/engine.h"
+#include "partition/partition.h"
 #include "tree/tree.h"
 
 struct KnnwbOutsideSearch {
   KnnwbKnnOptions options;
   KnnwbPrepared prepared;
   KnnwbTreeOutside *tree; /* rows of a few columns: a k-d tree answers (core/tree/), no backend */
+  /* Rows of many columns on the CPU: cells of the rows answer where their bounds pay
+   * (core/partition/), made at the first run with enough asking rows. */
+  KnnwbPartitionOutside *cells;
+  gboolean cells_tried;
   KnnwbSelectFunc select;
   char *backend;
   int threads;
@@ -65,6 +70,7 @@ void knnwb_outside_search_free(KnnwbOutsideSearch *search)
   if (search == NULL)
     return;
   knnwb_tree_outside_free(search->tree);
+  knnwb_partition_outside_free(search->cells);
   knnwb_prepared_clear(&search->prepared);
   g_free(search->backend);
   g_free(search);
@@ -266,31 +272,14 @@ static gboolean knnwb_outside_available(const KnnwbPrepared *p, const int32_t *g
   return TRUE;
 }
 
-/* A first round of 9 candidates a row (k = 1 plus the bound's margin), then core's certify loop;
- * every pending row answered in the caller's slot. */
-gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,
-                                  const int64_t *rows, size_t n_rows, int64_t *out_index,
-                                  double *out_distance, GError **error)
+/* The tile search's answers for rows[0, n_rows) (available[t]: rows outside row t's group, the
+ * largest max_available > 0): a first round of 9 candidates a row (k = 1 plus the bound's margin),
+ * then core's certify loop. */
+static gboolean knnwb_outside_tiles(KnnwbOutsideSearch *search, const int32_t *group,
+                                    const int64_t *rows, size_t n_rows, const size_t *available,
+                                    size_t max_available, int64_t *out_index, double *out_distance,
+                                    GError **error)
 {
-  if (n_rows == 0)
-    return TRUE;
-  /* Sized by the input: a failure is an error, not an abort. */
-  size_t max_available;
-  g_autofree size_t *available =
-      knnwb_try_new_array(n_rows, sizeof(size_t), "the nearest-outside search", n_rows, error);
-  if (available == NULL || !knnwb_outside_available(&search->prepared, group, rows, n_rows,
-                                                    available, &max_available, error))
-    return FALSE;
-  if (max_available == 0) { /* every row's group is the whole set */
-    for (size_t t = 0; t < n_rows; t++) {
-      out_index[t] = -1;
-      out_distance[t] = INFINITY;
-    }
-    return TRUE;
-  }
-  if (search->tree != NULL)
-    return knnwb_tree_outside_run(search->tree, group, rows, n_rows, out_index, out_distance,
-                                  error);
   KnnwbOutsideRun run = {search, group, rows, available, out_index, out_distance};
   const size_t kc = MIN(max_available, (size_t)9);
   GArray *slots = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n_rows);
@@ -320,4 +309,100 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
     g_debug("knnwb: nearest outside: %zu row(s) re-selected, %zu compared with every row",
             counts.reselected, counts.exhaustive);
   return ok;
+}
+
+/* The rows the cells left (answered[t] 0) through the tile search, their answers put in their
+ * slots. */
+static gboolean knnwb_outside_tiles_left(KnnwbOutsideSearch *search, const int32_t *group,
+                                         const int64_t *rows, size_t n_rows,
+                                         const size_t *available, const unsigned char *answered,
+                                         int64_t *out_index, double *out_distance, GError **error)
+{
+  const char *what = "the nearest-outside search";
+  size_t left = 0, max_available = 0;
+  for (size_t t = 0; t < n_rows; t++)
+    left += answered[t] ? 0 : 1;
+  if (left == 0)
+    return TRUE;
+  g_autofree size_t *slot = knnwb_try_new_array(left, sizeof(size_t), what, left, error);
+  g_autofree int64_t *sub_rows = knnwb_try_new_array(left, sizeof(int64_t), what, left, error);
+  g_autofree size_t *sub_available = knnwb_try_new_array(left, sizeof(size_t), what, left, error);
+  g_autofree int64_t *index = knnwb_try_new_array(left, sizeof(int64_t), what, left, error);
+  g_autofree double *distance = knnwb_try_new_array(left, sizeof(double), what, left, error);
+  if (slot == NULL || sub_rows == NULL || sub_available == NULL || index == NULL ||
+      distance == NULL)
+    return FALSE;
+  left = 0;
+  for (size_t t = 0; t < n_rows; t++)
+    if (!answered[t]) {
+      slot[left] = t;
+      sub_rows[left] = rows[t];
+      sub_available[left] = available[t];
+      max_available = MAX(max_available, available[t]);
+      left++;
+    }
+  if (!knnwb_outside_tiles(search, group, sub_rows, left, sub_available, max_available, index,
+                           distance, error))
+    return FALSE;
+  for (size_t t = 0; t < left; t++) {
+    out_index[slot[t]] = index[t];
+    out_distance[slot[t]] = distance[t];
+  }
+  return TRUE;
+}
+
+/* The cells of the CPU's search for rows of many columns, made once, at the first run they take
+ * (knnwb_partition_outside_applies). FALSE: cancelled while making them. */
+static gboolean knnwb_outside_cells_ready(KnnwbOutsideSearch *search, size_t n_rows, GError **error)
+{
+  if (search->cells_tried || search->select != knnwb_cpu_select ||
+      !knnwb_partition_outside_applies(&search->prepared, n_rows))
+    return TRUE;
+  search->cells_tried = TRUE;
+  GError *local = NULL;
+  search->cells = knnwb_partition_outside_new(&search->prepared, &search->options, &local);
+  if (local != NULL) {
+    g_propagate_error(error, local);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Rows of a few columns: the tree; of many, on the CPU: the cells where they pay, the tile search
+ * for the rest. Every pending row answered in the caller's slot. */
+gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,
+                                  const int64_t *rows, size_t n_rows, int64_t *out_index,
+                                  double *out_distance, GError **error)
+{
+  if (n_rows == 0)
+    return TRUE;
+  /* Sized by the input: a failure is an error, not an abort. */
+  size_t max_available;
+  g_autofree size_t *available =
+      knnwb_try_new_array(n_rows, sizeof(size_t), "the nearest-outside search", n_rows, error);
+  if (available == NULL || !knnwb_outside_available(&search->prepared, group, rows, n_rows,
+                                                    available, &max_available, error))
+    return FALSE;
+  if (max_available == 0) { /* every row's group is the whole set */
+    for (size_t t = 0; t < n_rows; t++) {
+      out_index[t] = -1;
+      out_distance[t] = INFINITY;
+    }
+    return TRUE;
+  }
+  if (search->tree != NULL)
+    return knnwb_tree_outside_run(search->tree, group, rows, n_rows, out_index, out_distance,
+                                  error);
+  if (!knnwb_outside_cells_ready(search, n_rows, error))
+    return FALSE;
+  if (search->cells == NULL || !knnwb_partition_outside_applies(&search->prepared, n_rows))
+    return knnwb_outside_tiles(search, group, rows, n_rows, available, max_available, out_index,
+                               out_distance, error);
+  g_autofree unsigned char *answered =
+      knnwb_try_new_array(n_rows, 1, "the nearest-outside search", n_rows, error);
+  return answered != NULL &&
+         knnwb_partition_outside_run(search->cells, group, rows, n_rows, available, out_index,
+                                     out_distance, answered, error) &&
+         knnwb_outside_tiles_left(search, group, rows, n_rows, available, answered, out_index,
+                                  out_distance, error);
 }

@@ -7,6 +7,7 @@
 #include <glib.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
+#include "engine/engine.h"
 
 /**
  * The exact self lists of data (the contract of knnwb_knn_self), searched cluster by cluster
@@ -37,5 +38,52 @@
  */
 gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                               KnnwbNeighbors **result, GError **error);
+
+/* The nearest row in another group through cells of the rows (partition_outside.c): the exact
+ * MST's question (knnwb_outside_search_run, core/engine/knn_outside.c) on rows of many columns,
+ * where a k-d tree (core/tree/) does not help. */
+typedef struct KnnwbPartitionOutside KnnwbPartitionOutside;
+
+/* Rows from which the cells are made for the nearest-outside search without being asked to. */
+#define KNNWB_OUTSIDE_MIN_ROWS ((size_t)20000)
+
+/**
+ * Whether the cells take a nearest-outside run of prepared's rows for n_asking rows: every row
+ * kept (n_invalid 0), at least KNNWB_OUTSIDE_MIN_ROWS rows and 512 asking ones (fewer are
+ * compared with every row sooner than the cells are made), any metric. The environment's
+ * KNNWB_OUTSIDE_CELLS=0 says never, =1 always (and the cells answer every row), =pilot always
+ * (the cells answer the pilot's rows and the tile search the others: the tests' way through both).
+ * O(1).
+ */
+gboolean knnwb_partition_outside_applies(const KnnwbPrepared *prepared, size_t n_asking);
+
+/**
+ * The cells of prepared's rows (knnwb_prepared_init's, which must outlive them; n_invalid 0):
+ * k-means on a sample of the rows in the metric's bound space (spearman's ranks as pearson's,
+ * manhattan's rows in euclidean's), then every row to its nearest centroid, on options' threads.
+ * NULL without error when they cannot be made (memory short, fewer than two cells): the tile search
+ * answers. NULL with error when options' cancel is raised (KNNWB_ERROR_CANCELLED). Time O(s m d)
+ * on a sample of s rows and O(n m d) for the rows, m = n / 1024 cells within [16, 256]; memory
+ * O(n + m d).
+ */
+KnnwbPartitionOutside *knnwb_partition_outside_new(const KnnwbPrepared *prepared,
+                                                   const KnnwbKnnOptions *options, GError **error);
+
+/**
+ * For the rows rows[0, n_rows), the nearest row whose group (group: n ids, checked by the caller)
+ * differs, by (the engine's exact double distance, row), into out_index / out_distance (-1 and
+ * +inf when every row shares the row's group; available[t]: how many rows lie outside row t's
+ * group). A pilot of 128 rows spread over them is answered first; the rest only where the pilot
+ * compared each row with at most a tenth of the rows outside its group (else the tile search is
+ * faster); after two runs in a row whose pilot said no, none (no pilot either). answered[t] says
+ * which were answered; the answers are those of the tile search, bit for bit. FALSE with error when
+ * options' cancel is raised (KNNWB_ERROR_CANCELLED). Time O(n) for the cells' groups, then O(m d) a
+ * row for its bounds plus O(d) for each row of the cells it cannot rule out.
+ */
+gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *outside, const int32_t *group,
+                                     const int64_t *rows, size_t n_rows, const size_t *available,
+                                     int64_t *out_index, double *out_distance,
+                                     unsigned char *answered, GError **error);
+void knnwb_partition_outside_free(KnnwbPartitionOutside *outside);
 
 #endif

@@ -249,16 +249,9 @@ static void knnwb_split_insertion_sort(KnnwbSplitKey *added, size_t count, const
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
-    !defined(__clang__)
-#define KNNWB_SPLIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KNNWB_SPLIT_CLONES
-#endif
-
 /* ranks[y]: how many of keys[0, padded) are below keys[y], y < count (keys past count: UINT64_MAX),
  * in lanes the compiler turns into vector compares. */
-KNNWB_SPLIT_CLONES
+KNNWB_VECTOR_CLONES
 static void knnwb_split_rank_keys(const uint64_t *keys, size_t count, size_t padded,
                                   uint32_t *ranks)
 {

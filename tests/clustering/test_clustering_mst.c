@@ -206,6 +206,31 @@ static void test_tree(void)
   g_unsetenv("KNNWB_TREE");
 }
 
+/* Rows of many columns: cells of the rows (core/partition/partition_outside.c) answer the
+ * searches for the nearest point outside a component (KNNWB_OUTSIDE_CELLS=1: at any size, every
+ * row), in clusters whose later rounds search whole components, and on a grid of tied distances;
+ * with =pilot the cells answer a pilot of each round and the tile search the rest. */
+static void test_cells(void)
+{
+  static const char *const modes[] = {"1", "pilot"};
+  for (guint mode = 0; mode < G_N_ELEMENTS(modes); mode++) {
+    g_setenv("KNNWB_OUTSIDE_CELLS", modes[mode], TRUE);
+    GRand *rand = g_rand_new_with_seed(78 + mode);
+    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+      const size_t n = 301, d = 12;
+      g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+          data->values[i * d + j] =
+              (float)(g_rand_double_range(rand, -1, 1) + 6.0 * (double)((i % 5) * (j % 3 + 1)));
+      check_points(data, (KnnwbMetric)metric, 3, 2);
+    }
+    g_rand_free(rand);
+    test_ties();
+  }
+  g_unsetenv("KNNWB_OUTSIDE_CELLS");
+}
+
 static void test_reused_lists_and_errors(void)
 {
   size_t n = 30, d = 3;
@@ -361,6 +386,7 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/mst/every-metric", test_every_metric);
   g_test_add_func("/clustering/mst/ties", test_ties);
   g_test_add_func("/clustering/mst/tree", test_tree);
+  g_test_add_func("/clustering/mst/cells", test_cells);
   g_test_add_func("/clustering/mst/reused-lists-and-errors", test_reused_lists_and_errors);
   g_test_add_func("/clustering/mst/allocation-failure", test_allocation_failure);
   g_test_add_func("/clustering/mst/late-rounds-pruned", test_late_rounds_pruned);

@@ -1,0 +1,438 @@
+/* The nearest row in another group through cells of the rows (k-means clusters with a radius each,
+ * partition_build.c): the question the exact MST's Borůvka rounds ask (core/engine/knn_outside.c)
+ * for the rows whose kNN lists hold only their own component. Once a round's components are whole
+ * clusters, most rows ask it, and the tile search compares each with every row. Here a row visits
+ * the cells nearest it first and stops at the first cell whose nearest possible member lies beyond
+ * its best answer so far; a cell whose rows all share the row's group is passed over whole. Where
+ * the cells tell little (rows without clusters), a pilot of a few rows says so and the tile search
+ * answers the rest. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "partition/partition.h"
+#include "partition/partition_internal.h"
+
+/* Rows a cell holds on average: finer cells bound more tightly, but every asking row measures its
+ * distance to every centroid, and every row is assigned to one once. */
+#define KNNWB_OUTSIDE_CELL_ROWS ((size_t)128)
+#define KNNWB_OUTSIDE_MIN_CELLS ((size_t)16)
+#define KNNWB_OUTSIDE_MAX_CELLS ((size_t)256)
+/* Rows the pilot answers before the rest (evenly spread over the asking rows). */
+#define KNNWB_OUTSIDE_PILOT ((size_t)128)
+/* The cells answer the rest when the pilot's rows compared with at most this share of the rows
+ * outside their groups: a pair here is an exact double distance, several times the cost of a
+ * tile's float product (200,000 x 50 in 50 clusters, two cores: see
+ * docs/performance-clustering.md). */
+#define KNNWB_OUTSIDE_PAYING_SHARE 0.10
+/* Runs in a row whose pilot found the cells do not pay, after which the cells answer no more
+ * (the search's later rounds would pay for a pilot each: 128 rows a third of the rows each on
+ * rows without clusters). */
+#define KNNWB_OUTSIDE_DECLINES 2
+/* Asking rows a thread takes at a time (their bound-space rows and products with the centroids). */
+#define KNNWB_OUTSIDE_BATCH ((size_t)64)
+
+struct KnnwbPartitionOutside {
+  const KnnwbPrepared *prepared;
+  KnnwbPartition p;  /* the cells, in the bound space of space's metric */
+  KnnwbMatrix space; /* a view of prepared->exact: the rows the bounds are made from */
+  const volatile gint *cancel;
+  int32_t *cell_group; /* per cell: the group of all its rows, -1 for several */
+  /* The rows cell by cell (place `at` holds row p.members[at]): a row's visits read whole cells,
+   * which scattered over the matrix cost a cache miss a row (most of the time on 40,000 x 50).
+   * by_cell is prepared's view of them (its exact rows and statistics, the same bits). */
+  KnnwbPrepared by_cell;
+  float *exact_by_cell;
+  double *mean_by_cell, *squares_by_cell;
+  double *reach_by_cell;  /* row p.members[at]'s reach */
+  int32_t *group_by_cell; /* the run's group of row p.members[at] */
+  int declined;           /* runs in a row whose pilot said the cells do not pay */
+};
+
+/* The bound space's metric for an engine metric: spearman's exact rows are ranks, whose
+ * distance is pearson's; manhattan is bounded by the euclidean chord (|x|_1 >= |x|_2). */
+static KnnwbMetric knnwb_outside_space_metric(KnnwbMetric metric)
+{
+  switch (metric) {
+  case KNNWB_METRIC_SPEARMAN:
+    return KNNWB_METRIC_PEARSON;
+  case KNNWB_METRIC_MANHATTAN:
+    return KNNWB_METRIC_EUCLIDEAN;
+  default:
+    return metric;
+  }
+}
+
+static KnnwbPartitionMode knnwb_outside_mode(void)
+{
+  const char *v = g_getenv("KNNWB_OUTSIDE_CELLS");
+  if (v == NULL)
+    return KNNWB_PARTITION_AUTO;
+  if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0)
+    return KNNWB_PARTITION_OFF;
+  if (strcmp(v, "1") == 0 || strcmp(v, "on") == 0)
+    return KNNWB_PARTITION_ON;
+  return KNNWB_PARTITION_AUTO; /* ("pilot": the tests' pilot alone, see knnwb_outside_pilot_only) */
+}
+
+/* KNNWB_OUTSIDE_CELLS=pilot: the cells answer the pilot's rows and the tile search every other
+ * (the tests' way through both paths in one run). */
+static gboolean knnwb_outside_pilot_only(void)
+{
+  return g_strcmp0(g_getenv("KNNWB_OUTSIDE_CELLS"), "pilot") == 0;
+}
+
+gboolean knnwb_partition_outside_applies(const KnnwbPrepared *prepared, size_t n_asking)
+{
+  const KnnwbPartitionMode mode = knnwb_outside_mode();
+  if (mode == KNNWB_PARTITION_OFF || prepared->n_invalid > 0 || prepared->n < 2 ||
+      prepared->d == 0 || prepared->exact == NULL)
+    return FALSE;
+  if (mode == KNNWB_PARTITION_ON || knnwb_outside_pilot_only())
+    return TRUE;
+  return prepared->n >= KNNWB_OUTSIDE_MIN_ROWS && n_asking >= 2 * KNNWB_OUTSIDE_MAX_CELLS;
+}
+
+/* The cells of every row: k-means on an evenly spread sample, then every row to its nearest
+ * centroid (the partitioned search's steps). FALSE: memory, cancel, fewer than two cells. */
+static gboolean knnwb_outside_cells(KnnwbPartitionOutside *o, int threads)
+{
+  const size_t n = o->prepared->n, d = o->prepared->d;
+  const size_t s = knnwb_partition_sample_rows(n, d);
+  const size_t m = MIN(MAX(n / KNNWB_OUTSIDE_CELL_ROWS, KNNWB_OUTSIDE_MIN_CELLS),
+                       MIN(KNNWB_OUTSIDE_MAX_CELLS, s / 2));
+  KnnwbPartition *p = &o->p;
+  memset(p, 0, sizeof *p);
+  p->metric = knnwb_outside_space_metric(o->prepared->metric);
+  p->n = n;
+  p->d = d;
+  p->threads = threads;
+  if (m < 2)
+    return FALSE;
+  KnnwbPartitionBlock sample;
+  if (!knnwb_partition_sample_init(&sample, &o->space, p->metric, s, m, threads))
+    return FALSE;
+  p->centroid = g_try_new(double, m *d);
+  p->centroid_sq = g_try_new(double, m);
+  int32_t *label = g_try_new(int32_t, s);
+  gboolean ok = p->centroid != NULL && p->centroid_sq != NULL && label != NULL;
+  if (ok) {
+    knnwb_partition_kmeans(&sample, m, threads, p->centroid, p->centroid_sq, label);
+    p->m = m;
+    /* (k = 0: only empty cells are dropped) */
+    ok = knnwb_partition_assign_all(p, &o->space, 0, o->cancel, NULL, NULL, 0);
+  }
+  g_free(label);
+  knnwb_partition_block_clear(&sample);
+  if (!ok)
+    knnwb_partition_clear(p);
+  return ok;
+}
+
+typedef struct {
+  KnnwbPartitionOutside *o;
+} KnnwbOutsideCopy;
+
+/* Places [first, last) of the rows by cell copied from prepared's. */
+static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionOutside *o = ((KnnwbOutsideCopy *)data)->o;
+  const KnnwbPrepared *p = o->prepared;
+  const size_t d = p->d;
+  for (size_t at = first; at < last; at++) {
+    const size_t i = (size_t)o->p.members[at];
+    memcpy(o->exact_by_cell + at * d, p->exact + i * d, d * sizeof(float));
+    if (o->mean_by_cell != NULL)
+      o->mean_by_cell[at] = p->mean[i];
+    if (o->squares_by_cell != NULL)
+      o->squares_by_cell[at] = p->sum_squares[i];
+    o->reach_by_cell[at] = *knnwb_partition_reach(&o->p, i);
+  }
+}
+
+/* The rows cell by cell, and prepared's view of them. FALSE: memory. O(n d) on threads. */
+static gboolean knnwb_outside_by_cell(KnnwbPartitionOutside *o)
+{
+  const KnnwbPrepared *p = o->prepared;
+  const size_t n = p->n;
+  o->exact_by_cell = g_try_new(float, n * p->d);
+  o->reach_by_cell = g_try_new(double, n);
+  o->group_by_cell = g_try_new(int32_t, n);
+  if (p->mean != NULL)
+    o->mean_by_cell = g_try_new(double, n);
+  if (p->sum_squares != NULL)
+    o->squares_by_cell = g_try_new(double, n);
+  if (o->exact_by_cell == NULL || o->reach_by_cell == NULL || o->group_by_cell == NULL ||
+      (p->mean != NULL && o->mean_by_cell == NULL) ||
+      (p->sum_squares != NULL && o->squares_by_cell == NULL))
+    return FALSE;
+  KnnwbOutsideCopy copy = {o};
+  knnwb_parallel_for(o->p.threads, n, 4096, knnwb_outside_copy_rows, &copy);
+  o->by_cell = *p;
+  o->by_cell.exact = o->exact_by_cell;
+  o->by_cell.mean = o->mean_by_cell;
+  o->by_cell.sum_squares = o->squares_by_cell;
+  return TRUE;
+}
+
+KnnwbPartitionOutside *knnwb_partition_outside_new(const KnnwbPrepared *prepared,
+                                                   const KnnwbKnnOptions *options, GError **error)
+{
+  g_return_val_if_fail(prepared->n_invalid == 0, NULL);
+  const gint64 start = g_get_monotonic_time();
+  KnnwbPartitionOutside *o = g_new0(KnnwbPartitionOutside, 1);
+  o->prepared = prepared;
+  o->cancel = options->cancel;
+  o->space.n_rows = prepared->n;
+  o->space.n_cols = prepared->d;
+  o->space.values = (float *)prepared->exact; /* (read only: the bounds' rows) */
+  o->space.values_borrowed = TRUE;
+  const int threads = knnwb_thread_count(options->n_threads);
+  if (!knnwb_outside_cells(o, threads) || (o->cell_group = g_try_new(int32_t, o->p.m)) == NULL ||
+      !knnwb_outside_by_cell(o)) {
+    if (options->cancel != NULL && g_atomic_int_get(options->cancel))
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED,
+                  "cancelled while making the cells of the nearest-outside search");
+    knnwb_partition_outside_free(o);
+    return NULL;
+  }
+  g_debug("knnwb: nearest outside: %zu rows in %zu cells in %.3f s", prepared->n, o->p.m,
+          (double)(g_get_monotonic_time() - start) / 1e6);
+  return o;
+}
+
+void knnwb_partition_outside_free(KnnwbPartitionOutside *o)
+{
+  if (o == NULL)
+    return;
+  knnwb_partition_clear(&o->p);
+  g_free(o->cell_group);
+  g_free(o->exact_by_cell);
+  g_free(o->mean_by_cell);
+  g_free(o->squares_by_cell);
+  g_free(o->reach_by_cell);
+  g_free(o->group_by_cell);
+  g_free(o); /* (by_cell is a view: nothing of its own) */
+}
+
+/* One run: the asking rows' slots t answered into out_index[t] / out_distance[t]. */
+typedef struct {
+  const KnnwbPartitionOutside *o;
+  const int32_t *group;
+  const int64_t *rows;
+  const int64_t *slots; /* the slots this pass answers */
+  int64_t *out_index;
+  double *out_distance;
+  gssize compared; /* exact distances computed (added atomically) */
+  gint stopped;
+} KnnwbOutsideCellsRun;
+
+/* A cell a row may visit: the chord to its centroid and to its nearest possible member (lower
+ * bounds). */
+typedef struct {
+  double lower;
+  double to_centroid;
+  int32_t cell;
+} KnnwbOutsideCell;
+
+/* knnwb_distance_lp (the engine's euclidean and manhattan distance) built for the vector units
+ * the CPU has (KNNWB_VECTOR_CLONES: the same bits): its eight sums then fill vector registers in
+ * place of memory. */
+KNNWB_VECTOR_CLONES
+static double knnwb_outside_lp(gboolean euclidean, const float *x, const float *y, size_t d)
+{
+  return knnwb_distance_lp(euclidean, x, y, d);
+}
+
+/* The exact distance of row i and the row at place `at` of the rows by cell: euclidean and
+ * manhattan as above, the others through prepared's view. */
+static inline double knnwb_outside_distance(const KnnwbPartitionOutside *o, size_t i, size_t at)
+{
+  const KnnwbMetric metric = o->prepared->metric;
+  const size_t d = o->prepared->d;
+  if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN)
+    return knnwb_outside_lp(metric == KNNWB_METRIC_EUCLIDEAN, o->prepared->exact + i * d,
+                            o->exact_by_cell + at * d, d);
+  return knnwb_prepared_distance(o->prepared, i, &o->by_cell, at);
+}
+
+/* Row i's nearest row outside its group, from its lower bounds to the centroids (block row r):
+ * the cells by their nearest possible member, nearest first, until that lies beyond the best so
+ * far (strictly, in the engine's double distance with its rounding: a pair that could tie is
+ * compared). The next cell is looked for among those left (a row visits few: cheaper than sorting
+ * them all). Returns the exact distances it computed. */
+static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPartitionBlock *block,
+                                size_t r, size_t i, KnnwbOutsideCell *cells, int64_t *out_index,
+                                double *out_distance)
+{
+  const KnnwbPartitionOutside *o = run->o;
+  const KnnwbPartition *p = &o->p;
+  const int32_t own = run->group[i];
+  size_t count = 0;
+  for (size_t c = 0; c < p->m; c++) {
+    if (o->cell_group[c] == own)
+      continue; /* (every row of it shares the group) */
+    double lower, upper;
+    knnwb_partition_block_bounds(block, p->metric, p->centroid_sq, r, c, &lower, &upper);
+    cells[count++] = (KnnwbOutsideCell){lower - p->radius[c], lower, (int32_t)c};
+  }
+  int64_t best = -1;
+  double best_distance = INFINITY, limit = INFINITY;
+  gint64 compared = 0;
+  while (count > 0) {
+    size_t next = 0;
+    for (size_t t = 1; t < count; t++)
+      if (cells[t].lower < cells[next].lower)
+        next = t;
+    const KnnwbOutsideCell cell = cells[next];
+    if (cell.lower > limit)
+      break;
+    cells[next] = cells[--count];
+    const size_t c = (size_t)cell.cell;
+    for (size_t at = p->start[c]; at < p->start[c + 1]; at++) {
+      if (o->group_by_cell[at] == own || cell.to_centroid - o->reach_by_cell[at] > limit)
+        continue;
+      const double dist = knnwb_outside_distance(o, i, at);
+      const int64_t j = p->members[at];
+      compared++;
+      if (best < 0 || dist < best_distance || (dist == best_distance && j < best)) {
+        best = j;
+        best_distance = dist;
+        limit = knnwb_partition_chord_limit(p->metric, dist, p->d);
+      }
+    }
+  }
+  *out_index = best;
+  *out_distance = best < 0 ? INFINITY : best_distance;
+  return compared;
+}
+
+/* Slots [first, last) of run->slots, KNNWB_OUTSIDE_BATCH rows at a time. */
+static void knnwb_outside_rows(size_t first, size_t last, void *data)
+{
+  KnnwbOutsideCellsRun *run = data;
+  const KnnwbPartition *p = &run->o->p;
+  KnnwbPartitionBlock block;
+  int64_t rows[KNNWB_OUTSIDE_BATCH];
+  KnnwbOutsideCell *cells = g_try_new(KnnwbOutsideCell, p->m);
+  if (cells == NULL ||
+      !knnwb_partition_block_init(&block, MIN(last - first, KNNWB_OUTSIDE_BATCH), p->m, p->d)) {
+    g_free(cells);
+    g_atomic_int_set(&run->stopped, 1);
+    return;
+  }
+  gint64 compared = 0;
+  for (size_t next = first; next < last; next += block.cap) {
+    const volatile gint *cancel = run->o->cancel;
+    if (g_atomic_int_get(&run->stopped) || (cancel != NULL && g_atomic_int_get(cancel))) {
+      g_atomic_int_set(&run->stopped, 1);
+      break;
+    }
+    const size_t count = MIN(last - next, block.cap);
+    for (size_t t = 0; t < count; t++)
+      rows[t] = run->rows[run->slots[next + t]];
+    /* (the rows have direction: the cells were made of them) */
+    knnwb_partition_block_fill(&block, p->metric, &run->o->space, 0, count, rows, p->centroid,
+                               p->m);
+    for (size_t t = 0; t < count; t++) {
+      const size_t slot = (size_t)run->slots[next + t];
+      compared += knnwb_outside_row(run, &block, t, (size_t)rows[t], cells, &run->out_index[slot],
+                                    &run->out_distance[slot]);
+    }
+  }
+  g_atomic_pointer_add(&run->compared, (gssize)compared);
+  knnwb_partition_block_clear(&block);
+  g_free(cells);
+}
+
+/* Every cell's common group (or -1) under group. O(n). */
+static void knnwb_outside_cell_groups(KnnwbPartitionOutside *o, const int32_t *group)
+{
+  const KnnwbPartition *p = &o->p;
+  for (size_t c = 0; c < p->m; c++) {
+    int32_t shared = p->start[c] < p->start[c + 1] ? group[p->members[p->start[c]]] : -1;
+    for (size_t at = p->start[c] + 1; at < p->start[c + 1] && shared >= 0; at++)
+      if (group[p->members[at]] != shared)
+        shared = -1;
+    o->cell_group[c] = shared;
+  }
+  for (size_t at = 0; at < p->n; at++)
+    o->group_by_cell[at] = group[p->members[at]];
+}
+
+/* The slots not answered yet into slots, ordered by their row's cell (a counting sort: slots in
+ * order within a cell): rows of one cell visit the same cells, so a thread taking them one after
+ * another finds those cells' rows in its caches (200,000 x 50 rows in 256 cells read 2 MB of rows
+ * a row). Returns their count. O(n_rows + m). */
+static size_t knnwb_outside_by_cells(const KnnwbPartitionOutside *o, const int64_t *rows,
+                                     size_t n_rows, const unsigned char *answered, int64_t *slots)
+{
+  const KnnwbPartition *p = &o->p;
+  g_autofree size_t *start = g_new0(size_t, p->m + 1);
+  for (size_t t = 0; t < n_rows; t++)
+    if (!answered[t])
+      start[p->cluster_of[rows[t]] + 1]++;
+  for (size_t c = 0; c < p->m; c++)
+    start[c + 1] += start[c];
+  for (size_t t = 0; t < n_rows; t++)
+    if (!answered[t])
+      slots[start[p->cluster_of[rows[t]]]++] = (int64_t)t;
+  return start[p->m - 1];
+}
+
+/* The slots of one pass answered on threads; FALSE once cancel is raised. */
+static gboolean knnwb_outside_pass(KnnwbOutsideCellsRun *run, const int64_t *slots, size_t count,
+                                   int threads)
+{
+  run->slots = slots;
+  knnwb_parallel_for(threads, count, KNNWB_OUTSIDE_BATCH, knnwb_outside_rows, run);
+  return !g_atomic_int_get(&run->stopped);
+}
+
+gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *o, const int32_t *group,
+                                     const int64_t *rows, size_t n_rows, const size_t *available,
+                                     int64_t *out_index, double *out_distance,
+                                     unsigned char *answered, GError **error)
+{
+  const gint64 start = g_get_monotonic_time();
+  memset(answered, 0, n_rows);
+  const KnnwbPartitionMode mode = knnwb_outside_mode();
+  if (o->declined >= KNNWB_OUTSIDE_DECLINES && mode == KNNWB_PARTITION_AUTO &&
+      !knnwb_outside_pilot_only())
+    return TRUE;
+  knnwb_outside_cell_groups(o, group);
+  KnnwbOutsideCellsRun run = {o, group, rows, NULL, out_index, out_distance, 0, 0};
+  /* The pilot: rows spread evenly over the asking ones; then the rest, where it pays. */
+  const size_t pilot = MIN(n_rows, KNNWB_OUTSIDE_PILOT);
+  g_autofree int64_t *slots = g_new(int64_t, n_rows);
+  double outside = 0.0;
+  for (size_t t = 0; t < pilot; t++) {
+    slots[t] = (int64_t)knnwb_partition_sample_at(n_rows, pilot, t);
+    answered[slots[t]] = 1;
+    outside += (double)available[slots[t]];
+  }
+  const int threads = o->p.threads;
+  gboolean ok = knnwb_outside_pass(&run, slots, pilot, threads);
+  const double share = outside > 0.0 ? (double)run.compared / outside : 0.0;
+  const gboolean pays = mode == KNNWB_PARTITION_ON ||
+                        (!knnwb_outside_pilot_only() && share <= KNNWB_OUTSIDE_PAYING_SHARE);
+  o->declined = pays ? 0 : o->declined + 1;
+  size_t rest = 0;
+  if (ok && pays) {
+    rest = knnwb_outside_by_cells(o, rows, n_rows, answered, slots);
+    ok = knnwb_outside_pass(&run, slots, rest, threads);
+    memset(answered, 1, n_rows);
+  }
+  if (!ok) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED,
+                "cancelled while searching the nearest rows outside each group");
+    return FALSE;
+  }
+  g_debug("knnwb: nearest outside: the cells answered %zu of %zu rows (the pilot's %zu compared "
+          "with %.2f%% of the rows outside their groups; %" G_GSSIZE_FORMAT
+          " exact distances in all) in %.3f s",
+          pays ? n_rows : pilot, n_rows, pilot, 100.0 * share, run.compared,
+          (double)(g_get_monotonic_time() - start) / 1e6);
+  return TRUE;
+}

@@ -1,0 +1,208 @@
+/* The nearest row outside each row's group through cells of the rows (core/partition/
+ * partition_outside.c): the exact MST's question on rows of many columns. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "engine/engine.h"
+#include "partition/partition.h"
+#include "uniform_clusters.h"
+
+static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                      KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                      KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE};
+
+/* Groups of a matrix's rows: 0 scattered (row % 7), 1 regions of space (bands of the first
+ * column: whole cells of one group), 2 one large group and singletons, 3 one group of every row. */
+static void outside_groups(const KnnwbMatrix *m, int layout, int32_t *group)
+{
+  const size_t n = m->n_rows;
+  for (size_t i = 0; i < n; i++) {
+    const float x = m->values[i * m->n_cols];
+    group[i] = layout == 0   ? (int32_t)(i % 7)
+               : layout == 1 ? (int32_t)floor((x + 12.0) / 6.0)
+               : layout == 2 ? (i < n - n / 20 ? 0 : (int32_t)i)
+                             : 3;
+  }
+}
+
+/* knnwb_outside_search_run's answers with KNNWB_OUTSIDE_CELLS as cells says. */
+static void search_answers(const KnnwbMatrix *m, const KnnwbKnnOptions *o, const char *cells,
+                           const int32_t *group, const int64_t *rows, int64_t *index,
+                           double *distance)
+{
+  g_setenv("KNNWB_OUTSIDE_CELLS", cells, TRUE);
+  GError *error = NULL;
+  KnnwbOutsideSearch *search = knnwb_outside_search_new(m, o, &error);
+  g_assert_no_error(error);
+  g_assert_true(knnwb_outside_search_run(search, group, rows, m->n_rows, index, distance, &error));
+  g_assert_no_error(error);
+  knnwb_outside_search_free(search);
+  g_unsetenv("KNNWB_OUTSIDE_CELLS");
+}
+
+/* The answers against a brute force over the engine's exact distances (ties to the lower row),
+ * bit for bit. */
+static void check_brute_force(const KnnwbPrepared *p, const int32_t *group, const int64_t *rows,
+                              const int64_t *index, const double *distance)
+{
+  for (size_t t = 0; t < p->n; t++) {
+    const size_t i = (size_t)rows[t];
+    int64_t best = -1;
+    double best_distance = INFINITY;
+    for (size_t j = 0; j < p->n; j++) {
+      const double dist = knnwb_prepared_distance(p, i, p, j);
+      if (group[j] != group[i] && (best < 0 || dist < best_distance)) {
+        best = (int64_t)j;
+        best_distance = dist;
+      }
+    }
+    g_assert_cmpint(index[t], ==, best);
+    g_assert_cmpmem(&distance[t], sizeof(double), &best_distance, sizeof(double));
+  }
+}
+
+/* Every metric, rows in clusters of 11 columns with copies of rows in other groups (exact ties),
+ * the groups of outside_groups: the cells' answers (every row, KNNWB_OUTSIDE_CELLS=1) equal the
+ * tile search's (=0), the pilot's with the tile search's for the rest (=pilot), and the brute
+ * force, bit for bit. */
+static void test_answers(void)
+{
+  const size_t n = 1201, d = 11;
+  g_autofree int32_t *group = g_new(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n),
+                     *tiles = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n), *tile_distance = g_new(double, n);
+  g_autofree size_t *available = g_new(size_t, n);
+  g_autofree unsigned char *answered = g_new(unsigned char, n);
+  for (size_t i = 0; i < n; i++)
+    rows[i] = (int64_t)(n - 1 - i); /* (any order) */
+  for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+    KnnwbMatrix *m = uniform_clusters(n, d, 13, 10.0, 1.0 + mi % 2, 90 + mi);
+    for (size_t i = n - 30; i < n; i++) /* copies of rows 10-39 (in other groups under 0 and 2) */
+      memcpy(m->values + i * d, m->values + (i - (n - 40)) * d, d * sizeof(float));
+    KnnwbKnnOptions o;
+    knnwb_knn_options_init(&o);
+    o.metric = metrics[mi];
+    o.backend = KNNWB_BACKEND_CPU;
+    o.n_threads = 2;
+    o.memory_bytes = 64 << 10;
+    KnnwbPrepared p;
+    GError *error = NULL;
+    g_assert_true(knnwb_prepared_init(&p, m, o.metric, FALSE, "data", 1, NULL, NULL, &error));
+    g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+    g_assert_true(knnwb_partition_outside_applies(&p, 1));
+    KnnwbPartitionOutside *cells = knnwb_partition_outside_new(&p, &o, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(cells);
+    for (int layout = 0; layout < 4; layout++) {
+      outside_groups(m, layout, group);
+      for (size_t t = 0; t < n; t++) {
+        available[t] = 0;
+        for (size_t j = 0; j < n; j++)
+          available[t] += group[j] != group[rows[t]];
+      }
+      g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+      g_assert_true(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,
+                                                answered, &error));
+      g_assert_no_error(error);
+      for (size_t t = 0; t < n; t++)
+        g_assert_cmpint(answered[t], ==, 1);
+      check_brute_force(&p, group, rows, index, distance);
+      search_answers(m, &o, "0", group, rows, tiles, tile_distance);
+      g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
+      g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
+      search_answers(m, &o, "pilot", group, rows, tiles, tile_distance);
+      g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
+      g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
+      search_answers(m, &o, "1", group, rows, tiles, tile_distance); /* (through the search) */
+      g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
+    }
+    /* The pilot alone: 128 rows answered, the rest left to the tile search. */
+    g_setenv("KNNWB_OUTSIDE_CELLS", "pilot", TRUE);
+    outside_groups(m, 0, group);
+    for (size_t t = 0; t < n; t++)
+      available[t] = n - n / 7 - (rows[t] % 7 < (int64_t)(n % 7)); /* (rows outside row % 7) */
+    g_assert_true(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,
+                                              answered, &error));
+    size_t count = 0;
+    for (size_t t = 0; t < n; t++)
+      count += answered[t];
+    g_assert_cmpuint(count, ==, 128);
+    g_unsetenv("KNNWB_OUTSIDE_CELLS");
+    knnwb_partition_outside_free(cells);
+    knnwb_prepared_clear(&p);
+    knnwb_matrix_free(m);
+  }
+}
+
+/* A raised cancel stops making the cells and a run, with KNNWB_ERROR_CANCELLED. */
+static void test_cancel(void)
+{
+  const size_t n = 700, d = 9;
+  KnnwbMatrix *m = uniform_clusters(n, d, 5, 10.0, 1.0, 7);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  KnnwbPrepared p;
+  GError *error = NULL;
+  g_assert_true(knnwb_prepared_init(&p, m, o.metric, FALSE, "data", 1, NULL, NULL, &error));
+  static volatile gint cancel = 0;
+  o.cancel = &cancel;
+  g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+  KnnwbPartitionOutside *cells = knnwb_partition_outside_new(&p, &o, &error);
+  g_assert_no_error(error);
+  g_autofree int32_t *group = g_new0(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n);
+  g_autofree size_t *available = g_new(size_t, n);
+  g_autofree unsigned char *answered = g_new(unsigned char, n);
+  for (size_t i = 0; i < n; i++) {
+    rows[i] = (int64_t)i;
+    group[i] = (int32_t)(i % 2);
+    available[i] = n / 2;
+  }
+  g_atomic_int_set(&cancel, 1);
+  g_assert_false(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,
+                                             answered, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_clear_error(&error);
+  g_assert_null(knnwb_partition_outside_new(&p, &o, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_clear_error(&error);
+  g_unsetenv("KNNWB_OUTSIDE_CELLS");
+  knnwb_partition_outside_free(cells);
+  knnwb_prepared_clear(&p);
+  knnwb_matrix_free(m);
+}
+
+/* When the cells take a run: never with rows left out or KNNWB_OUTSIDE_CELLS=0; by themselves
+ * from KNNWB_OUTSIDE_MIN_ROWS rows and 512 asking ones; at any size with =1. */
+static void test_applies(void)
+{
+  KnnwbPrepared p = {.metric = KNNWB_METRIC_EUCLIDEAN, .n = KNNWB_OUTSIDE_MIN_ROWS, .d = 50};
+  float row = 0.0f;
+  p.exact = &row; /* (only looked at for NULL) */
+  g_assert_true(knnwb_partition_outside_applies(&p, 512));
+  g_assert_false(knnwb_partition_outside_applies(&p, 511));
+  p.n = KNNWB_OUTSIDE_MIN_ROWS - 1;
+  g_assert_false(knnwb_partition_outside_applies(&p, 100000));
+  g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+  g_assert_true(knnwb_partition_outside_applies(&p, 1));
+  p.n_invalid = 1;
+  g_assert_false(knnwb_partition_outside_applies(&p, 1));
+  p.n_invalid = 0;
+  g_setenv("KNNWB_OUTSIDE_CELLS", "0", TRUE);
+  p.n = KNNWB_OUTSIDE_MIN_ROWS;
+  g_assert_false(knnwb_partition_outside_applies(&p, 100000));
+  g_unsetenv("KNNWB_OUTSIDE_CELLS");
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_unsetenv("KNNWB_OUTSIDE_CELLS");
+  g_test_add_func("/partition/outside", test_answers);
+  g_test_add_func("/partition/outside-cancel", test_cancel);
+  g_test_add_func("/partition/outside-applies", test_applies);
+  return g_test_run();
+}
