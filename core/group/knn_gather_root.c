@@ -88,6 +88,31 @@ static GString *knnwb_knn_group_pack_labels(const KnnwbMatrix *block)
   return packed;
 }
 
+gboolean knnwb_knn_group_gather_packed(const KnnwbKnnGroup *group, const void *mine, size_t length,
+                                       const char *what, char **all, size_t *total, GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  *all = NULL;
+  *total = 0;
+  g_autofree int64_t *lengths = g_new(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)length, lengths, error))
+    return FALSE;
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  size_t sum = 0;
+  for (size_t r = 0; r < ranks; r++)
+    sum += bytes[r] = (size_t)lengths[r];
+  g_autofree char *buffer = g_try_malloc(MAX(sum, (size_t)1));
+  if (buffer == NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the %zu bytes of every rank's %s", sum, what);
+  if (!group->agree(group, buffer != NULL, error) ||
+      !knnwb_knn_group_gather_bytes(group, mine, bytes, buffer, error))
+    return FALSE;
+  *all = g_steal_pointer(&buffer);
+  *total = sum;
+  return TRUE;
+}
+
 gboolean knnwb_knn_group_gather_labels(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
                                        KnnwbMatrix *whole, GError **error)
 {
@@ -96,21 +121,11 @@ gboolean knnwb_knn_group_gather_labels(const KnnwbKnnGroup *group, const KnnwbMa
     return FALSE;
   if (any == 0)
     return TRUE;
-  const size_t ranks = (size_t)group->size;
   g_autoptr(GString) mine = knnwb_knn_group_pack_labels(block);
-  g_autofree int64_t *lengths = g_new(int64_t, ranks);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)mine->len, lengths, error))
-    return FALSE;
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  size_t total = 0;
-  for (size_t r = 0; r < ranks; r++)
-    total += bytes[r] = (size_t)lengths[r];
-  g_autofree char *all = g_try_malloc(MAX(total, (size_t)1));
-  if (all == NULL)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the %zu bytes of every rank's row labels", total);
-  if (!group->agree(group, all != NULL, error) ||
-      !knnwb_knn_group_gather_bytes(group, mine->str, bytes, all, error))
+  g_autofree char *all = NULL;
+  size_t total;
+  if (!knnwb_knn_group_gather_packed(group, mine->str, mine->len, "row labels", &all, &total,
+                                     error))
     return FALSE;
   for (size_t i = 0, at = 0; i < whole->n_rows && at < total; i++) {
     const gboolean labelled = all[at++] != 0;

@@ -89,6 +89,14 @@ gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value
 gboolean knnwb_knn_group_gather_bytes(const KnnwbKnnGroup *group, const void *mine,
                                       const size_t *bytes, void *all, GError **error);
 
+/** Every rank's block of bytes of its own length (length bytes from mine here: packed strings,
+ * say), one after another in rank order, into a new buffer *all (g_free it) of *total bytes on
+ * every rank. The ranks agree on the buffer's memory: where one cannot allocate it, every rank
+ * fails with KNNWB_ERROR_NO_MEMORY ("cannot allocate the N bytes of every rank's WHAT").
+ * Collective. Errors: that, the group's. O(total). */
+gboolean knnwb_knn_group_gather_packed(const KnnwbKnnGroup *group, const void *mine, size_t length,
+                                       const char *what, char **all, size_t *total, GError **error);
+
 /** Every rank's block of rows (sizes[r] rows from rank r, in rank order, known to every rank,
  * as knnwb_knn_group_gather_values gives them) put together into one matrix on every rank: the
  * values, and the ranks as read where the blocks carry them (no labels). Collective. NULL with

@@ -24,7 +24,6 @@ static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
                                                KnnwbHostSplitInput *input, GError **error)
 {
   const KnnwbMatrix *block = input->block;
-  const size_t ranks = (size_t)group->size;
   int64_t any = block->row_labels != NULL;
   if (!group->reduce(group, &any, 1, KNNWB_GROUP_MAX, error))
     return FALSE;
@@ -35,24 +34,15 @@ static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
     const char *label = knnwb_matrix_row_label(block, i);
     g_string_append_len(mine, label ? label : "", (gssize)strlen(label ? label : "") + 1);
   }
-  g_autofree int64_t *lengths = g_new0(int64_t, ranks);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)mine->len, lengths, error))
+  size_t total;
+  if (!knnwb_knn_group_gather_packed(group, mine->str, mine->len, "row labels", &input->label_bytes,
+                                     &total, error))
     return FALSE;
-  size_t total = 0;
-  for (size_t r = 0; r < ranks; r++)
-    total += (size_t)lengths[r];
-  input->label_bytes = g_try_malloc(MAX(total, (size_t)1));
   input->label_index = g_try_new(char *, MAX(input->n_rows, (size_t)1));
-  gboolean room = input->label_bytes != NULL && input->label_index != NULL;
-  if (!room)
+  if (input->label_index == NULL)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold the %zu row labels",
                 input->n_rows);
-  if (!group->agree(group, room, error))
-    return FALSE;
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  for (size_t r = 0; r < ranks; r++)
-    bytes[r] = (size_t)lengths[r];
-  if (!knnwb_knn_group_gather_bytes(group, mine->str, bytes, input->label_bytes, error))
+  if (!group->agree(group, input->label_index != NULL, error))
     return FALSE;
   for (size_t i = 0, at = 0; i < input->n_rows && at < total; i++) {
     input->label_index[i] = input->label_bytes + at;
