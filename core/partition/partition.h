@@ -73,12 +73,13 @@ KnnwbPartitionOutside *knnwb_partition_outside_new(const KnnwbPrepared *prepared
  * For the rows rows[0, n_rows), the nearest row whose group (group: n ids, checked by the caller)
  * differs, by (the engine's exact double distance, row), into out_index / out_distance (-1 and
  * +inf when every row shares the row's group; available[t]: how many rows lie outside row t's
- * group). A pilot of 128 rows spread over them is answered first; the rest only where the pilot
- * compared each row with at most a tenth of the rows outside its group (else the tile search is
- * faster); after two runs in a row whose pilot said no, none (no pilot either). answered[t] says
- * which were answered; the answers are those of the tile search, bit for bit. FALSE with error when
- * options' cancel is raised (KNNWB_ERROR_CANCELLED). Time O(n) for the cells' groups, then O(m d) a
- * row for its bounds plus O(d) for each row of the cells it cannot rule out.
+ * group). A pilot of 128 rows spread over them is answered first, and stopped once it has compared
+ * its rows with more than a tenth of the rows outside their groups; the rest only where it was not
+ * (else the tile search is faster); after two runs in a row whose pilot said no, none (no pilot
+ * either). answered[t] says which were answered; the answers are those of the tile search, bit for
+ * bit. FALSE with error: options' cancel raised (KNNWB_ERROR_CANCELLED), memory
+ * (KNNWB_ERROR_NO_MEMORY). Time O(n) for the cells' groups, then O(m d) a row for its bounds plus
+ * O(d) for each row of the cells it cannot rule out.
  */
 gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *outside, const int32_t *group,
                                      const int64_t *rows, size_t n_rows, const size_t *available,

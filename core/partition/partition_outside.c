@@ -135,14 +135,10 @@ static gboolean knnwb_outside_cells(KnnwbPartitionOutside *o, int threads)
   return ok;
 }
 
-typedef struct {
-  KnnwbPartitionOutside *o;
-} KnnwbOutsideCopy;
-
 /* Places [first, last) of the rows by cell copied from prepared's. */
 static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
 {
-  KnnwbPartitionOutside *o = ((KnnwbOutsideCopy *)data)->o;
+  KnnwbPartitionOutside *o = data;
   const KnnwbPrepared *p = o->prepared;
   const size_t d = p->d;
   for (size_t at = first; at < last; at++) {
@@ -172,8 +168,7 @@ static gboolean knnwb_outside_by_cell(KnnwbPartitionOutside *o)
       (p->mean != NULL && o->mean_by_cell == NULL) ||
       (p->sum_squares != NULL && o->squares_by_cell == NULL))
     return FALSE;
-  KnnwbOutsideCopy copy = {o};
-  knnwb_parallel_for(o->p.threads, n, 4096, knnwb_outside_copy_rows, &copy);
+  knnwb_parallel_for(o->p.threads, n, 4096, knnwb_outside_copy_rows, o);
   o->by_cell = *p;
   o->by_cell.exact = o->exact_by_cell;
   o->by_cell.mean = o->mean_by_cell;
@@ -221,7 +216,8 @@ void knnwb_partition_outside_free(KnnwbPartitionOutside *o)
   g_free(o); /* (by_cell is a view: nothing of its own) */
 }
 
-/* One run: the asking rows' slots t answered into out_index[t] / out_distance[t]. */
+/* One run: the asking rows' slots t answered into out_index[t] / out_distance[t], answered[t] set
+ * as each is. */
 typedef struct {
   const KnnwbPartitionOutside *o;
   const int32_t *group;
@@ -229,8 +225,12 @@ typedef struct {
   const int64_t *slots; /* the slots this pass answers */
   int64_t *out_index;
   double *out_distance;
+  unsigned char *answered;
   gssize compared; /* exact distances computed (added atomically) */
-  gint stopped;
+  gssize budget;   /* > 0: the pass stops once its rows computed more (the pilot's) */
+  gint over;       /* the budget was spent */
+  gint cancelled;
+  gint failed; /* memory */
 } KnnwbOutsideCellsRun;
 
 /* A cell a row may visit: the chord to its centroid and to its nearest possible member (lower
@@ -324,16 +324,18 @@ static void knnwb_outside_rows(size_t first, size_t last, void *data)
   if (cells == NULL ||
       !knnwb_partition_block_init(&block, MIN(last - first, KNNWB_OUTSIDE_BATCH), p->m, p->d)) {
     g_free(cells);
-    g_atomic_int_set(&run->stopped, 1);
+    g_atomic_int_set(&run->failed, 1);
     return;
   }
-  gint64 compared = 0;
+  const volatile gint *cancel = run->o->cancel;
   for (size_t next = first; next < last; next += block.cap) {
-    const volatile gint *cancel = run->o->cancel;
-    if (g_atomic_int_get(&run->stopped) || (cancel != NULL && g_atomic_int_get(cancel))) {
-      g_atomic_int_set(&run->stopped, 1);
+    if (cancel != NULL && g_atomic_int_get(cancel)) {
+      g_atomic_int_set(&run->cancelled, 1);
       break;
     }
+    if (g_atomic_int_get(&run->cancelled) || g_atomic_int_get(&run->failed) ||
+        g_atomic_int_get(&run->over))
+      break;
     const size_t count = MIN(last - next, block.cap);
     for (size_t t = 0; t < count; t++)
       rows[t] = run->rows[run->slots[next + t]];
@@ -341,12 +343,17 @@ static void knnwb_outside_rows(size_t first, size_t last, void *data)
     knnwb_partition_block_fill(&block, p->metric, &run->o->space, 0, count, rows, p->centroid,
                                p->m);
     for (size_t t = 0; t < count; t++) {
+      if (run->budget > 0 && (gssize)g_atomic_pointer_get(&run->compared) > run->budget) {
+        g_atomic_int_set(&run->over, 1);
+        break;
+      }
       const size_t slot = (size_t)run->slots[next + t];
-      compared += knnwb_outside_row(run, &block, t, (size_t)rows[t], cells, &run->out_index[slot],
-                                    &run->out_distance[slot]);
+      const gint64 compared = knnwb_outside_row(run, &block, t, (size_t)rows[t], cells,
+                                                &run->out_index[slot], &run->out_distance[slot]);
+      g_atomic_pointer_add(&run->compared, (gssize)compared);
+      run->answered[slot] = 1;
     }
   }
-  g_atomic_pointer_add(&run->compared, (gssize)compared);
   knnwb_partition_block_clear(&block);
   g_free(cells);
 }
@@ -386,13 +393,12 @@ static size_t knnwb_outside_by_cells(const KnnwbPartitionOutside *o, const int64
   return start[p->m - 1];
 }
 
-/* The slots of one pass answered on threads; FALSE once cancel is raised. */
-static gboolean knnwb_outside_pass(KnnwbOutsideCellsRun *run, const int64_t *slots, size_t count,
-                                   int threads)
+/* The slots of one pass answered on threads (those answered marked). */
+static void knnwb_outside_pass(KnnwbOutsideCellsRun *run, const int64_t *slots, size_t count,
+                               int threads)
 {
   run->slots = slots;
   knnwb_parallel_for(threads, count, KNNWB_OUTSIDE_BATCH, knnwb_outside_rows, run);
-  return !g_atomic_int_get(&run->stopped);
 }
 
 gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *o, const int32_t *group,
@@ -407,37 +413,53 @@ gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *o, const int32_t *gr
       !knnwb_outside_pilot_only())
     return TRUE;
   knnwb_outside_cell_groups(o, group);
-  KnnwbOutsideCellsRun run = {o, group, rows, NULL, out_index, out_distance, 0, 0};
-  /* The pilot: rows spread evenly over the asking ones; then the rest, where it pays. */
+  KnnwbOutsideCellsRun run = {.o = o,
+                              .group = group,
+                              .rows = rows,
+                              .out_index = out_index,
+                              .out_distance = out_distance,
+                              .answered = answered};
+  /* The pilot: rows spread evenly over the asking ones, stopped once its rows have compared more
+   * than the paying share of theirs with the rows outside (then the cells do not pay, and the
+   * pilot costs at most that); then the rest, where it pays. */
   const size_t pilot = MIN(n_rows, KNNWB_OUTSIDE_PILOT);
   g_autofree int64_t *slots = g_new(int64_t, n_rows);
   double outside = 0.0;
   for (size_t t = 0; t < pilot; t++) {
     slots[t] = (int64_t)knnwb_partition_sample_at(n_rows, pilot, t);
-    answered[slots[t]] = 1;
     outside += (double)available[slots[t]];
   }
+  if (mode == KNNWB_PARTITION_AUTO && !knnwb_outside_pilot_only())
+    run.budget = (gssize)(KNNWB_OUTSIDE_PAYING_SHARE * outside) + 1;
   const int threads = o->p.threads;
-  gboolean ok = knnwb_outside_pass(&run, slots, pilot, threads);
+  knnwb_outside_pass(&run, slots, pilot, threads);
   const double share = outside > 0.0 ? (double)run.compared / outside : 0.0;
-  const gboolean pays = mode == KNNWB_PARTITION_ON ||
-                        (!knnwb_outside_pilot_only() && share <= KNNWB_OUTSIDE_PAYING_SHARE);
+  const gboolean pays = mode == KNNWB_PARTITION_ON || (!knnwb_outside_pilot_only() && !run.over &&
+                                                       share <= KNNWB_OUTSIDE_PAYING_SHARE);
   o->declined = pays ? 0 : o->declined + 1;
-  size_t rest = 0;
-  if (ok && pays) {
-    rest = knnwb_outside_by_cells(o, rows, n_rows, answered, slots);
-    ok = knnwb_outside_pass(&run, slots, rest, threads);
-    memset(answered, 1, n_rows);
+  if (pays && !run.cancelled && !run.failed) {
+    run.budget = 0;
+    const size_t rest = knnwb_outside_by_cells(o, rows, n_rows, answered, slots);
+    knnwb_outside_pass(&run, slots, rest, threads);
   }
-  if (!ok) {
+  if (run.cancelled) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED,
                 "cancelled while searching the nearest rows outside each group");
     return FALSE;
   }
-  g_debug("knnwb: nearest outside: the cells answered %zu of %zu rows (the pilot's %zu compared "
-          "with %.2f%% of the rows outside their groups; %" G_GSSIZE_FORMAT
+  if (run.failed) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the nearest-outside search's rows (%zu cells of %zu columns)",
+                o->p.m, o->p.d);
+    return FALSE;
+  }
+  size_t count = 0;
+  for (size_t t = 0; t < n_rows; t++)
+    count += answered[t];
+  g_debug("knnwb: nearest outside: the cells answered %zu of %zu rows (the pilot's compared %s"
+          "%.2f%% of the rows outside their groups; %" G_GSSIZE_FORMAT
           " exact distances in all) in %.3f s",
-          pays ? n_rows : pilot, n_rows, pilot, 100.0 * share, run.compared,
+          count, n_rows, run.over ? "more than " : "", 100.0 * share, run.compared,
           (double)(g_get_monotonic_time() - start) / 1e6);
   return TRUE;
 }

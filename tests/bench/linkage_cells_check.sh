@@ -3,7 +3,8 @@
 # `knnwb cluster X.npy --method single-linkage -m METRIC --clusters 20 -o sl.tsv -b cpu`: the cells
 # of the rows answering each Borůvka round's nearest point outside its component
 # (core/partition/partition_outside.c) against the tile search (KNNWB_OUTSIDE_CELLS=0) and, with
-# BEFORE=KNNWB, another build's knnwb, alternating, on
+# BEFORE=KNNWB, another build's knnwb, and with GPU=1 the default backend (a GPU's tile search on a
+# GPU host), alternating, on
 #   - rows of 50 columns in 50 Gaussian clusters (tests/bench/make_clusters_table.py), centres
 #     12 standard deviations apart (separate clusters: the cells pay) and 3 (the default, where a
 #     cluster's points lie about as far from each other as from the next cluster: they do not);
@@ -16,7 +17,7 @@ set -uo pipefail
 k=$1; out=$2; d=$out/data; mkdir -p "$d"
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 rows=${ROWS:-40000 200000}
-ways="cells tiles${BEFORE:+ before}"
+ways="cells tiles${BEFORE:+ before}${GPU:+ gpu}"
 printf '%-34s' case; for w in $ways; do printf ' %-22s' "$w (rounds)"; done; echo " clusters"
 # NAME FILE METRIC: every way, ROUNDS times, alternating.
 case_() {
@@ -24,13 +25,14 @@ case_() {
   declare -A worst=() search=()
   for ((round = 1; round <= ${ROUNDS:-1}; round++)); do
     for way in $ways; do
-      local bin=$k cells=""
+      local bin=$k cells="" backend=cpu
       [ "$way" = tiles ] && cells=0
       [ "$way" = before ] && bin=$BEFORE
+      [ "$way" = gpu ] && backend=auto
       rm -f "$d/sl_$way.tsv"
       t0=$(date +%s.%N)
       env ${cells:+KNNWB_OUTSIDE_CELLS=$cells} G_MESSAGES_DEBUG=all timeout "${TIMEOUT:-600}" \
-        "$bin" cluster "$file" --method single-linkage -m "$metric" --clusters 20 -b cpu \
+        "$bin" cluster "$file" --method single-linkage -m "$metric" --clusters 20 -b $backend \
         -o "$d/sl_$way.tsv" >"$out/one.log" 2>&1
       r=$?; t1=$(date +%s.%N)
       { echo "== $name $way rc=$r"; grep -E "exact MST|nearest outside|error" "$out/one.log"; } >>"$out/runs.log"

@@ -175,6 +175,84 @@ static void test_cancel(void)
   knnwb_matrix_free(m);
 }
 
+/* The pilot decides by itself (KNNWB_OUTSIDE_CELLS unset): on clusters far apart, whose groups are
+ * the clusters, the cells answer every row; on rows without clusters the pilot stops early (its
+ * rows would compare with most rows), leaves the rest to the tile search, and after two such runs
+ * the cells answer nothing. The answers are the brute force's either way. */
+static void test_pilot(void)
+{
+  const size_t n = 1201, d = 11, clusters = 13;
+  g_autoptr(GRand) rand = g_rand_new_with_seed(31);
+  g_autofree int32_t *group = g_new(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n);
+  g_autofree size_t *available = g_new(size_t, n);
+  g_autofree unsigned char *answered = g_new(unsigned char, n);
+  g_autofree double *centre = g_new(double, clusters *d);
+  for (size_t v = 0; v < clusters * d; v++)
+    centre[v] = g_rand_double_range(rand, -100.0, 100.0);
+  for (int apart = 1; apart >= 0; apart--) {
+    KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+    for (size_t i = 0; i < n; i++) {
+      rows[i] = (int64_t)i;
+      group[i] = (int32_t)(i % clusters);
+      for (size_t j = 0; j < d; j++)
+        m->values[i * d + j] = (float)((apart ? centre[(i % clusters) * d + j] : 0.0) +
+                                       g_rand_double_range(rand, -1.0, 1.0));
+    }
+    for (size_t t = 0; t < n; t++)
+      available[t] = n - (n / clusters + ((size_t)t % clusters < n % clusters));
+    KnnwbKnnOptions o;
+    knnwb_knn_options_init(&o);
+    o.metric = KNNWB_METRIC_EUCLIDEAN;
+    o.n_threads = 2;
+    KnnwbPrepared p;
+    GError *error = NULL;
+    g_assert_true(knnwb_prepared_init(&p, m, o.metric, FALSE, "data", 1, NULL, NULL, &error));
+    KnnwbPartitionOutside *cells = knnwb_partition_outside_new(&p, &o, &error);
+    g_assert_no_error(error);
+    for (int run = 0; run < 3; run++) {
+      g_assert_true(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,
+                                                answered, &error));
+      g_assert_no_error(error);
+      size_t count = 0;
+      for (size_t t = 0; t < n; t++)
+        count += answered[t];
+      if (apart)
+        g_assert_cmpuint(count, ==, n);
+      else if (run < 2)
+        g_assert_true(count > 0 && count < 128);
+      else
+        g_assert_cmpuint(count, ==, 0);
+      size_t kept = 0; /* (the answered rows against the brute force) */
+      for (size_t t = 0; t < n; t++)
+        if (answered[t]) {
+          rows[kept] = rows[t];
+          index[kept] = index[t];
+          distance[kept++] = distance[t];
+        }
+      for (size_t t = 0; t < kept; t++) {
+        int64_t best = -1;
+        double best_distance = INFINITY;
+        for (size_t j = 0; j < n; j++) {
+          const double dist = knnwb_prepared_distance(&p, (size_t)rows[t], &p, j);
+          if (group[j] != group[rows[t]] && (best < 0 || dist < best_distance)) {
+            best = (int64_t)j;
+            best_distance = dist;
+          }
+        }
+        g_assert_cmpint(index[t], ==, best);
+        g_assert_cmpmem(&distance[t], sizeof(double), &best_distance, sizeof(double));
+      }
+      for (size_t i = 0; i < n; i++)
+        rows[i] = (int64_t)i;
+    }
+    knnwb_partition_outside_free(cells);
+    knnwb_prepared_clear(&p);
+    knnwb_matrix_free(m);
+  }
+}
+
 /* When the cells take a run: never with rows left out or KNNWB_OUTSIDE_CELLS=0; by themselves
  * from KNNWB_OUTSIDE_MIN_ROWS rows and 512 asking ones; at any size with =1. */
 static void test_applies(void)
@@ -202,6 +280,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_unsetenv("KNNWB_OUTSIDE_CELLS");
   g_test_add_func("/partition/outside", test_answers);
+  g_test_add_func("/partition/outside-pilot", test_pilot);
   g_test_add_func("/partition/outside-cancel", test_cancel);
   g_test_add_func("/partition/outside-applies", test_applies);
   return g_test_run();
