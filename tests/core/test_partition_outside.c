@@ -5,40 +5,12 @@
 #include <knnwb/knnwb.h>
 #include "engine/engine.h"
 #include "partition/partition.h"
+#include "outside_search.h"
 #include "uniform_clusters.h"
 
 static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
                                       KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
                                       KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE};
-
-/* Groups of a matrix's rows: 0 scattered (row % 7), 1 regions of space (bands of the first
- * column: whole cells of one group), 2 one large group and singletons, 3 one group of every row. */
-static void outside_groups(const KnnwbMatrix *m, int layout, int32_t *group)
-{
-  const size_t n = m->n_rows;
-  for (size_t i = 0; i < n; i++) {
-    const float x = m->values[i * m->n_cols];
-    group[i] = layout == 0   ? (int32_t)(i % 7)
-               : layout == 1 ? (int32_t)floor((x + 12.0) / 6.0)
-               : layout == 2 ? (i < n - n / 20 ? 0 : (int32_t)i)
-                             : 3;
-  }
-}
-
-/* knnwb_outside_search_run's answers with KNNWB_OUTSIDE_CELLS as cells says. */
-static void search_answers(const KnnwbMatrix *m, const KnnwbKnnOptions *o, const char *cells,
-                           const int32_t *group, const int64_t *rows, int64_t *index,
-                           double *distance)
-{
-  g_setenv("KNNWB_OUTSIDE_CELLS", cells, TRUE);
-  GError *error = NULL;
-  KnnwbOutsideSearch *search = knnwb_outside_search_new(m, o, &error);
-  g_assert_no_error(error);
-  g_assert_true(knnwb_outside_search_run(search, group, rows, m->n_rows, index, distance, &error));
-  g_assert_no_error(error);
-  knnwb_outside_search_free(search);
-  g_unsetenv("KNNWB_OUTSIDE_CELLS");
-}
 
 /* The answers against a brute force over the engine's exact distances (ties to the lower row),
  * bit for bit. */
@@ -95,7 +67,7 @@ static void test_answers(void)
     g_assert_no_error(error);
     g_assert_nonnull(cells);
     for (int layout = 0; layout < 4; layout++) {
-      outside_groups(m, layout, group);
+      outside_groups(m, layout, -12.0, 6.0, group);
       for (size_t t = 0; t < n; t++) {
         available[t] = 0;
         for (size_t j = 0; j < n; j++)
@@ -108,18 +80,19 @@ static void test_answers(void)
       for (size_t t = 0; t < n; t++)
         g_assert_cmpint(answered[t], ==, 1);
       check_brute_force(&p, group, rows, index, distance);
-      search_answers(m, &o, "0", group, rows, tiles, tile_distance);
+      outside_answers(m, &o, "KNNWB_OUTSIDE_CELLS", "0", group, rows, tiles, tile_distance);
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
       g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
-      search_answers(m, &o, "pilot", group, rows, tiles, tile_distance);
+      outside_answers(m, &o, "KNNWB_OUTSIDE_CELLS", "pilot", group, rows, tiles, tile_distance);
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
       g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
-      search_answers(m, &o, "1", group, rows, tiles, tile_distance); /* (through the search) */
+      outside_answers(m, &o, "KNNWB_OUTSIDE_CELLS", "1", group, rows, tiles,
+                      tile_distance); /* (through the search) */
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
     }
     /* The pilot alone: 128 rows answered, the rest left to the tile search. */
     g_setenv("KNNWB_OUTSIDE_CELLS", "pilot", TRUE);
-    outside_groups(m, 0, group);
+    outside_groups(m, 0, 0.0, 1.0, group);
     for (size_t t = 0; t < n; t++)
       available[t] = n - n / 7 - (rows[t] % 7 < (int64_t)(n % 7)); /* (rows outside row % 7) */
     g_assert_true(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,

@@ -12,6 +12,7 @@
 #include "oracle.h"
 #include "tree/tree.h"
 #include "knnwb_test_lists.h"
+#include "outside_search.h"
 
 static KnnwbMatrix *random_rows(size_t n, size_t d, guint32 seed, double scale)
 {
@@ -537,36 +538,6 @@ static void test_not_finite(void)
   knnwb_matrix_free(m);
 }
 
-/* Groups of a matrix's rows for the nearest-outside search: 0 scattered (row % 7), 1 regions of
- * space (bands of the first column: whole nodes of one group), 2 one large group and singletons,
- * 3 one group of every row. */
-static void outside_groups(const KnnwbMatrix *m, int layout, int32_t *group)
-{
-  const size_t n = m->n_rows;
-  for (size_t i = 0; i < n; i++) {
-    const float x = m->values[i * m->n_cols];
-    group[i] = layout == 0   ? (int32_t)(i % 7)
-               : layout == 1 ? (int32_t)floor((x + 5.0) / 2.5)
-               : layout == 2 ? (i < n - n / 20 ? 0 : (int32_t)i)
-                             : 3;
-  }
-}
-
-/* The tile search's nearest row outside each row's group (KNNWB_TREE as tree says). */
-static void outside_answers(const KnnwbMatrix *m, const KnnwbKnnOptions *o, const char *tree,
-                            const int32_t *group, const int64_t *rows, int64_t *index,
-                            double *distance)
-{
-  g_setenv("KNNWB_TREE", tree, TRUE);
-  GError *error = NULL;
-  KnnwbOutsideSearch *search = knnwb_outside_search_new(m, o, &error);
-  g_assert_no_error(error);
-  g_assert_true(knnwb_outside_search_run(search, group, rows, m->n_rows, index, distance, &error));
-  g_assert_no_error(error);
-  knnwb_outside_search_free(search);
-  g_unsetenv("KNNWB_TREE");
-}
-
 /* The nearest row outside each row's group (the exact MST's question) through the tree: the tile
  * search's answers (KNNWB_TREE=0) and the brute force over the engine's exact distances, bit for
  * bit, ties to the lower row (copies of rows in other groups), under every metric and the groups
@@ -603,13 +574,14 @@ static void test_outside(void)
     g_assert_no_error(error);
     g_unsetenv("KNNWB_TREE");
     for (int layout = 0; layout < 4; layout++) {
-      outside_groups(m, layout, group);
+      outside_groups(m, layout, -5.0, 2.5, group);
       g_assert_true(knnwb_tree_outside_run(tree, group, rows, n, index, distance, &error));
       g_assert_no_error(error);
-      outside_answers(m, &o, "0", group, rows, tiles, tile_distance);
+      outside_answers(m, &o, "KNNWB_TREE", "0", group, rows, tiles, tile_distance);
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
       g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
-      outside_answers(m, &o, "1", group, rows, tiles, tile_distance); /* (the search's own path) */
+      outside_answers(m, &o, "KNNWB_TREE", "1", group, rows, tiles,
+                      tile_distance); /* (the search's own path) */
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
       for (size_t t = 0; t < n; t++) {
         const size_t i = (size_t)rows[t];
