@@ -42,6 +42,24 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                            size_t available, size_t max_kc, size_t n_sample, int threads,
                            const volatile gint *cancel, size_t *needed);
 
+/* Candidates a row past which a half-precision window is too wide to screen with: KNNWB_MARGIN_WIDE
+ * times the screen's kc. */
+#define KNNWB_MARGIN_WIDE 16
+/**
+ * Whether a half-precision (FP16 or TF32) screen of query against reference is too wide for these
+ * rows: more than an eighth of KNNWB_MARGIN_SAMPLE sample rows (spread over query's n_rows rows)
+ * hold more than KNNWB_MARGIN_WIDE kc rows inside their certificate's window (the margin
+ * planner's count, knnwb_margin_choose). Rows far from the origin against the distances between
+ * neighbours do (clusters far apart: 200,000 x 50 in clusters 12 standard deviations apart, one
+ * H100, re-selected 596,057 rows in FP16 over 27.5 s, against 0.70 s screening in FP32), and
+ * re-selection never narrows the window. FALSE for other screens, manhattan, fewer than
+ * KNNWB_MARGIN_MIN_ROWS rows, or when cancel is raised. Only the speed depends on it. Time: the
+ * planner's, with heaps of KNNWB_MARGIN_WIDE kc + 1 distances.
+ */
+gboolean knnwb_margin_too_wide(const KnnwbPrepared *query, const KnnwbPrepared *reference,
+                               gboolean self, size_t n_rows, size_t k, size_t kc, size_t available,
+                               int threads, const volatile gint *cancel);
+
 /**
  * The centroids a GPU's tile loop groups the rows of a self search by (KnnwbSelectJob
  * .order_centroids; row_order.c): *cells (64, KNNWB_ROW_ORDER_CELLS) centroids, cells x d floats in

@@ -165,6 +165,32 @@ static gboolean knnwb_knn_run_duplicates(KnnwbKnnRun *run, GError **error)
 
 /* The rows prepared, what each row can choose from, the exact duplicate rows, the backend and
  * screen; or nothing to do. */
+
+/* The GPUs' automatic FP16 screen kept only where its window fits the rows (knnwb_margin_too_wide):
+ * else FP32 from the start, as `--screen fp32` runs. One process's self or query run (ranks and
+ * a partitioned run's sub-searches keep the screen their group or run chose). A raised cancel
+ * keeps FP16 (the search's next step stops). */
+static void knnwb_knn_run_screen_fits(KnnwbKnnRun *run)
+{
+  const KnnwbKnnOptions *options = run->options;
+  if (options->screen != KNNWB_SCREEN_AUTO || run->screen != KNNWB_SCREEN_FP16 ||
+      run->select == knnwb_cpu_select || run->group != NULL || run->within != NULL ||
+      knnwb_knn_margin_memo_active())
+    return;
+  const KnnwbPrepared *reference = run->self ? &run->query : run->reference;
+  const size_t kc = MIN(run->available, knnwb_screen_candidates(run->screen, run->k));
+  const gint64 start = g_get_monotonic_time();
+  if (knnwb_margin_too_wide(&run->query, reference, run->self, run->query.n, run->k, kc,
+                            run->available, run->threads, options->cancel)) {
+    run->screen = KNNWB_SCREEN_FP32;
+    knnwb_prepared_set_screen(&run->query, run->self ? &run->query : &run->reference_storage,
+                              run->screen);
+    g_debug("knnwb: screen: fp16's window holds more than %d x %zu rows for most sample rows: "
+            "fp32 (%.3f s)",
+            KNNWB_MARGIN_WIDE, kc, (double)(g_get_monotonic_time() - start) / 1e6);
+  }
+}
+
 static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
@@ -203,6 +229,7 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
     return FALSE;
   knnwb_prepared_set_screen(&run->query, run->self ? &run->query : &run->reference_storage,
                             run->screen);
+  knnwb_knn_run_screen_fits(run);
   const gboolean wanted = uploads && run->duplicates.n_unique == run->n &&
                           run->select != knnwb_cpu_select && run->screen == KNNWB_SCREEN_FP16;
   if (run->rows_started && !wanted) {

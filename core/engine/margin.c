@@ -460,6 +460,32 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                              own ? own : needed);
 }
 
+gboolean knnwb_margin_too_wide(const KnnwbPrepared *query, const KnnwbPrepared *reference,
+                               gboolean self, size_t n_rows, size_t k, size_t kc, size_t available,
+                               int threads, const volatile gint *cancel)
+{
+  const size_t n_sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, n_rows);
+  const size_t most = MIN(KNNWB_MARGIN_WIDE * kc, available);
+  if ((query->screen != KNNWB_SCREEN_FP16 && query->screen != KNNWB_SCREEN_TF32) ||
+      n_rows < KNNWB_MARGIN_MIN_ROWS || k == 0 || most <= 4 * kc ||
+      knnwb_metric_score_kind(query->metric) == KNNWB_SCORE_L1)
+    return FALSE;
+  const KnnwbMarginPlan plan = {k, kc, most, most + 1};
+  g_autofree size_t *rows = g_new(size_t, n_sample);
+  g_autofree size_t *needed = g_new(size_t, n_sample);
+  g_autofree double *heap = g_new(double, n_sample *plan.keep);
+  g_autofree size_t *size = g_new0(size_t, n_sample);
+  knnwb_margin_sample_rows(0, n_rows, n_sample, rows);
+  if (!knnwb_margin_heaps(query, rows, rows, n_sample, reference, 0, self, plan.keep, threads,
+                          cancel, heap, size))
+    return FALSE;
+  (void)knnwb_margin_decide(query, rows, n_sample, reference, &plan, heap, size, needed);
+  size_t over = 0;
+  for (size_t s = 0; s < n_sample; s++)
+    over += needed[s] > most;
+  return over * 8 > n_sample;
+}
+
 gboolean knnwb_margin_rule_group(const KnnwbKnnGroup *group, const KnnwbMarginPlan *plan,
                                  const size_t *needed, size_t count, size_t *chosen, GError **error)
 {

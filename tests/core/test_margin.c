@@ -128,6 +128,28 @@ static void test_euclidean_clusters(void)
   knnwb_prepared_clear(&p);
 }
 
+/* When FP16's window is too wide to screen with (knnwb_margin_too_wide): rows in clusters far from
+ * the origin hold hundreds of rows inside it, plain normal rows a few; never under FP32, for fewer
+ * rows than the planner takes, or once cancel is raised. */
+static void test_too_wide(void)
+{
+  const size_t n = KNNWB_MARGIN_MIN_ROWS + 1, k = 10;
+  const size_t kc = knnwb_screen_candidates(KNNWB_SCREEN_FP16, k);
+  for (int far = 1; far >= 0; far--) {
+    g_autoptr(KnnwbMatrix) m = clustered(n, 12, 3, far ? 400.0 : 0.0, 21);
+    KnnwbPrepared p;
+    prepare(&p, m, KNNWB_METRIC_EUCLIDEAN, KNNWB_SCREEN_FP16);
+    g_assert_true(knnwb_margin_too_wide(&p, &p, TRUE, n, k, kc, n - 1, 2, NULL) == far);
+    gint cancel = 1;
+    g_assert_false(knnwb_margin_too_wide(&p, &p, TRUE, n, k, kc, n - 1, 2, &cancel));
+    g_assert_false(
+        knnwb_margin_too_wide(&p, &p, TRUE, KNNWB_MARGIN_MIN_ROWS - 1, k, kc, n - 1, 2, NULL));
+    knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP32);
+    g_assert_false(knnwb_margin_too_wide(&p, &p, TRUE, n, k, kc, n - 1, 2, NULL));
+    knnwb_prepared_clear(&p);
+  }
+}
+
 /* Pearson rows of plain noise under FP16: few rows inside the window, the fixed margin kept. */
 static void test_pearson_plain(void)
 {
@@ -406,5 +428,6 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/margin/pair-at-a-time", test_pair_at_a_time);
   g_test_add_func("/knn/margin/dots-bits", test_dots_bits);
   g_test_add_func("/knn/margin/memo-floor", test_memo_floor);
+  g_test_add_func("/knn/margin/too-wide", test_too_wide);
   return g_test_run();
 }
