@@ -222,16 +222,26 @@ static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
   lists->n_found[row] = (int32_t)r->count;
 }
 
-/* Progress, from one thread at a time and at most ten times a second. */
+/* Progress, from one thread at a time and at most ten times a second. The count is read under the
+ * lock, so reports never go back (a count taken before it could reach the lock after a later
+ * one), and the thread that finishes the rows waits for the lock where the others pass it, so the
+ * last rows are always reported (passing, it lost them whenever another thread was reporting). */
 static void knnwb_tree_report(KnnwbTreeSearch *s, size_t rows)
 {
-  const gsize done = g_atomic_pointer_add(&s->done, rows) + rows;
-  if (s->options->progress == NULL || !g_mutex_trylock(&s->report))
+  const gsize total = s->last - s->first;
+  const gboolean finished = g_atomic_pointer_add(&s->done, rows) + rows == total;
+  if (s->options->progress == NULL)
     return;
+  if (finished)
+    g_mutex_lock(&s->report);
+  else if (!g_mutex_trylock(&s->report))
+    return;
+  const gsize done = (gsize)g_atomic_pointer_get(&s->done);
   const gint64 now = g_get_monotonic_time();
-  if (now - s->reported >= 100000 || done == s->last - s->first) {
+  if (done > s->reported_done && (now - s->reported >= 100000 || done == total)) {
     s->reported = now;
-    s->options->progress(done, s->last - s->first, s->options->progress_data);
+    s->reported_done = done;
+    s->options->progress(done, total, s->options->progress_data);
   }
   g_mutex_unlock(&s->report);
 }

@@ -470,11 +470,16 @@ static void test_no_gpu_start(void)
   knnwb_matrix_free(m);
 }
 
+/* Progress as the tree reports it; the first report holds the reporting thread 200 ms, so that
+ * the others go on and one of them finishes the rows while it reports (the last rows must still be
+ * reported, and no report go back). */
 static void count_progress(uint64_t done, uint64_t total, void *data)
 {
   uint64_t *last = data;
   g_assert_cmpuint(done, <=, total);
   g_assert_cmpuint(done, >=, last[0]); /* (never back) */
+  if (last[2]++ == 0)
+    g_usleep(200000);
   last[0] = done;
   last[1] = total;
 }
@@ -487,7 +492,7 @@ static void test_progress_and_cancel(void)
   o.metric = KNNWB_METRIC_EUCLIDEAN;
   o.k = 5;
   o.n_threads = 2;
-  uint64_t last[2] = {0, 0};
+  uint64_t last[3] = {0, 0, 0};
   o.progress = count_progress;
   o.progress_data = last;
   KnnwbNeighbors *nb = NULL;
