@@ -163,9 +163,6 @@ static gboolean knnwb_knn_run_duplicates(KnnwbKnnRun *run, GError **error)
   return TRUE;
 }
 
-/* The rows prepared, what each row can choose from, the exact duplicate rows, the backend and
- * screen; or nothing to do. */
-
 /* The GPUs' automatic FP16 screen kept only where its window fits the rows (knnwb_margin_too_wide):
  * else FP32 from the start, as `--screen fp32` runs. One process's self or query run (ranks and
  * a partitioned run's sub-searches keep the screen their group or run chose). A raised cancel
@@ -191,6 +188,8 @@ static void knnwb_knn_run_screen_fits(KnnwbKnnRun *run)
   }
 }
 
+/* The rows prepared, what each row can choose from, the exact duplicate rows, the backend and
+ * screen; or nothing to do. */
 static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
