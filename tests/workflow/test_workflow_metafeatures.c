@@ -285,6 +285,39 @@ static void test_cancel(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
 }
 
+/* Progress as the expansion reports it; the first report holds the reporting thread 200 ms, so
+ * that the other thread does the rest of the pairs while it reports: the last pairs must still be
+ * reported, and no report go back. */
+static void count_progress(uint64_t done, uint64_t total, void *data)
+{
+  uint64_t *last = data;
+  g_assert_cmpuint(done, <=, total);
+  g_assert_cmpuint(done, >=, last[0]); /* (never back) */
+  if (last[2]++ == 0)
+    g_usleep(200000);
+  last[0] = done;
+  last[1] = total;
+}
+
+static void test_progress(void)
+{
+  g_autoptr(KnnwbMatrix) data = labelled(300, 4, 3);
+  KnnwbMetafeatureOptions options;
+  knnwb_metafeatures_options_init(&options);
+  options.n_threads = 2;
+  uint64_t last[3] = {0, 0, 0};
+  options.progress = count_progress;
+  options.progress_data = last;
+  g_autoptr(KnnwbMatrix) out = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_metafeatures_expand(data, &options, &out, &error));
+  g_assert_no_error(error);
+  const uint64_t pairs = 300 * 299 / 2;
+  g_assert_cmpuint(out->n_rows, ==, 300 + pairs);
+  g_assert_cmpuint(last[1], ==, pairs);
+  g_assert_cmpuint(last[0], ==, pairs); /* (the last pairs are always reported) */
+}
+
 static void test_rows_file(void)
 {
   g_autoptr(KnnwbMatrix) data = labelled(6, 3, 1);
@@ -417,6 +450,7 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/metafeatures/shares", test_shares);
   g_test_add_func("/workflow/metafeatures/memory-refused", test_memory_refused);
   g_test_add_func("/workflow/metafeatures/cancel", test_cancel);
+  g_test_add_func("/workflow/metafeatures/progress", test_progress);
   g_test_add_func("/workflow/metafeatures/rows-file", test_rows_file);
   return g_test_run();
 }

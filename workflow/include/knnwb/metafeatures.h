@@ -52,7 +52,8 @@ typedef struct {
                                    naming the pair (default), or the pair's row dropped */
   int n_threads;              /**< 0 = all cores */
   size_t available_bytes;     /**< memory the result may take; 0 = what the machine has now */
-  KnnwbProgressFunc progress; /**< optional; counts generated rows */
+  KnnwbProgressFunc progress; /**< optional; counts generated rows, never going back; a
+                                   completed expansion's last report is all of them */
   void *progress_data;
   const volatile gint *cancel; /**< optional; stops with KNNWB_ERROR_CANCELLED within ~0.1 s */
   /** share_count > 1: only share share_index of the result, for one rank of a split-memory job:
