@@ -477,7 +477,8 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t go = mode != KNNWB_PARTITION_OFF &&
                knnwb_partition_applies_to(options, n, d, data->n_absent_rows) &&
-               (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS) &&
+               (mode != KNNWB_PARTITION_AUTO ||
+                n >= knnwb_partition_min_rows(knnwb_knn_expects_gpu(options))) &&
                knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL);
   /* Ranks that each hold every row go on together: the memory each sees (and its environment)
    * may differ, and a rank that went to the plain search while the others chose would wait for

@@ -24,8 +24,8 @@
  * and have room, else keep to them and bring the rows each searches (partition_gather.c,
  * partition_split.c), for the metrics euclidean,
  * cosine, pearson and abs-pearson,
- * matrices without absent or degenerate rows, at least KNNWB_PARTITION_MIN_ROWS rows, when a
- * sample of rows says the bounds skip most pairs. The environment overrides the choice:
+ * matrices without absent or degenerate rows, at least 262,144 rows on GPUs (40,000 on the CPU),
+ * when a sample of rows says the bounds skip most pairs. The environment overrides the choice:
  * KNNWB_PARTITION=off never, =on whenever it applies at all (any size, no sample: for tests);
  * KNNWB_PARTITION_ROWS sets the cluster size to aim at (default: the best of a few sizes).
  *

@@ -75,7 +75,8 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
 {
   return mode != KNNWB_PARTITION_OFF &&
          knnwb_partition_applies_to(options, n, block->n_cols, block->n_absent_rows) &&
-         (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
+         (mode != KNNWB_PARTITION_AUTO ||
+          n >= knnwb_partition_min_rows(knnwb_knn_expects_gpu(options)));
 }
 
 /* Whether the ranks put their rows together where they may and have room: KNNWB_PARTITION_SPLIT=0

@@ -29,32 +29,44 @@ typedef struct {
   double call, row;
 } KnnwbPartitionCosts;
 
+/* The CPU's call cost: a sub-search of about 1,000 rows of 50 columns took 3-10 ms on two cores
+ * (the engine's set-up, its screen and selection, the exact distances), where the plain search
+ * takes 2.6 ns a pair. With it the whole command on 50,000 to 200,000 rows of 50 Gaussian
+ * clusters took 0.75-1.64 times the share of the plain search's time the choice expected
+ * (docs/performance-cpu.md). At 2e7 pairs a call, as before, the choice judged cluster counts that
+ * took 0.2-0.6 of the plain search's time at 1.6-3.3 times its work. */
 static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {4e9, 4e4};
-static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {2e7, 1e3};
+static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {1e6, 1e3};
 
-/* The GPU's costs: KNNWB_PARTITION_GPU_COSTS=CALL:ROW replaces them, to fit them again on other
- * machines (only the speed depends on them). */
-static KnnwbPartitionCosts knnwb_partition_gpu_costs_get(void)
+/* The costs for the GPU or the CPU: KNNWB_PARTITION_GPU_COSTS=CALL:ROW and
+ * KNNWB_PARTITION_CPU_COSTS=CALL:ROW replace them, to fit them again on other machines (only the
+ * speed depends on them). Read once each. */
+static KnnwbPartitionCosts knnwb_partition_costs_from(const char *name, KnnwbPartitionCosts costs)
 {
-  static KnnwbPartitionCosts costs;
+  const char *v = g_getenv(name);
+  char *end = NULL;
+  const double call = v != NULL ? g_ascii_strtod(v, &end) : -1.0;
+  const double row = end != NULL && *end == ':' ? g_ascii_strtod(end + 1, &end) : -1.0;
+  if (call >= 0.0 && row >= 0.0 && end != NULL && *end == '\0')
+    costs = (KnnwbPartitionCosts){call, row};
+  return costs;
+}
+
+static KnnwbPartitionCosts knnwb_partition_costs_get(gboolean gpu)
+{
+  static KnnwbPartitionCosts costs[2];
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
-    costs = knnwb_partition_gpu_costs;
-    const char *v = g_getenv("KNNWB_PARTITION_GPU_COSTS");
-    char *end = NULL;
-    const double call = v != NULL ? g_ascii_strtod(v, &end) : -1.0;
-    const double row = end != NULL && *end == ':' ? g_ascii_strtod(end + 1, &end) : -1.0;
-    if (call >= 0.0 && row >= 0.0 && end != NULL && *end == '\0')
-      costs = (KnnwbPartitionCosts){call, row};
+    costs[0] = knnwb_partition_costs_from("KNNWB_PARTITION_CPU_COSTS", knnwb_partition_cpu_costs);
+    costs[1] = knnwb_partition_costs_from("KNNWB_PARTITION_GPU_COSTS", knnwb_partition_gpu_costs);
     g_once_init_leave(&once, 1);
   }
-  return costs;
+  return costs[gpu ? 1 : 0];
 }
 
 double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows)
 {
-  const KnnwbPartitionCosts costs =
-      gpu ? knnwb_partition_gpu_costs_get() : knnwb_partition_cpu_costs;
+  const KnnwbPartitionCosts costs = knnwb_partition_costs_get(gpu);
   return pairs + costs.call * calls + costs.row * rows;
 }
 
@@ -277,15 +289,16 @@ static double knnwb_partition_load_visited(const KnnwbPartitionLoad *load, size_
 }
 
 /* The cluster counts to try for n rows and k neighbours, in increasing order: KNNWB_PARTITION_ROWS
- * rows a cluster when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows; never fewer than 4
- * (k + 1) rows a cluster, nor more clusters than a sample of `sample` rows can place (32 rows
- * each). Returns how many (0: too few rows to split). */
-#define KNNWB_PARTITION_COUNTS 4
-static size_t knnwb_partition_counts(size_t n, size_t k, size_t sample,
+ * rows a cluster when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows, and on the CPU
+ * (gpu FALSE) of 512 rows too, whose sub-searches cost little there; never fewer than 4 (k + 1)
+ * rows a cluster, nor more clusters than a sample of `sample` rows can place (32 rows each).
+ * Returns how many (0: too few rows to split). */
+#define KNNWB_PARTITION_COUNTS 5
+static size_t knnwb_partition_counts(size_t n, size_t k, size_t sample, gboolean gpu,
                                      size_t counts[KNNWB_PARTITION_COUNTS])
 {
-  size_t targets[KNNWB_PARTITION_COUNTS] = {131072, 32768, 8192, 2048},
-         n_targets = KNNWB_PARTITION_COUNTS;
+  size_t targets[KNNWB_PARTITION_COUNTS] = {131072, 32768, 8192, 2048, 512},
+         n_targets = gpu ? KNNWB_PARTITION_COUNTS - 1 : KNNWB_PARTITION_COUNTS;
   const char *v = g_getenv("KNNWB_PARTITION_ROWS");
   if (v != NULL && strtoull(v, NULL, 10) > 0) {
     targets[0] = (size_t)strtoull(v, NULL, 10);
@@ -312,7 +325,7 @@ gboolean knnwb_partition_choose_for(KnnwbPartition *p, const KnnwbMatrix *data, 
 {
   size_t counts[KNNWB_PARTITION_COUNTS];
   const size_t rows = knnwb_partition_sample_rows(n, data->n_cols);
-  const size_t n_counts = knnwb_partition_counts(n, k, rows, counts);
+  const size_t n_counts = knnwb_partition_counts(n, k, rows, gpu, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
   if (n_counts == 0 ||

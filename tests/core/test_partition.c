@@ -3,7 +3,8 @@
  * takes, with exact ties across clusters (integer lattices, duplicate rows) and odd sizes, both
  * with each k-means cell searched as its own group and with cells joined; the joining must follow
  * the work model (a blob's cells joined, blobs far apart kept apart); the automatic choice must
- * leave small or unclustered data to the plain search. */
+ * leave small or unclustered data to the plain search, and partition clustered rows on the CPU
+ * from 40,000 rows. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
@@ -286,7 +287,7 @@ static void search_both(const KnnwbMatrix *m, size_t k, const char *rows, Said *
 
 /* Eight small blobs far apart, each cut by k-means into about four cells whose rows visit each
  * other. Joining the cells of a blob saves those visits; joining blobs saves nothing but calls
- * (2e7 pairs each on the CPU, more than all of this data's 5e6 pairs), which is not reason enough:
+ * (1e6 pairs each on the CPU), which is never reason enough on its own:
  * a sub-search's screen is scaled to its rows' spread. So each blob is one group, none visited. */
 static void test_groups_join(void)
 {
@@ -303,7 +304,7 @@ static void test_groups_join(void)
  * Three large blobs (12000 rows), each cut into cells. Joining cells a and b of different blobs
  * would cost their |a| |b| pairs plus, for the rest of each blob (which visits the cell of its own
  * blob), the other cell's rows: N (|a| + |b|) - |a| |b| pairs for blobs of N rows, more than the
- * two sub-searches it saves (4e7 pairs on the CPU) for any cells of at least N / 4 rows; joining
+ * two sub-searches it saves (2e6 pairs on the CPU) for any cells of at least N / 4 rows; joining
  * the cells of one blob saves their visits. So each blob is exactly one group: three groups, their
  * own pairs 3 N^2 / 2, none between, where the cells searched pairs between them (every row of a
  * blob visits its blob's other cells).
@@ -375,6 +376,22 @@ static void test_auto_choice(void)
   g_assert_false(partition_chosen);
 }
 
+/* On the CPU, whose sub-searches cost little, the choice starts at 40,000 rows and tries cells of
+ * 512 rows: 50,000 rows in 50 clusters far apart are partitioned into about a hundred cells (with
+ * the GPU's floor of 262,144 rows, or cells of 2,048 rows at least and the former cost of a call,
+ * they went to the plain search); 39,999 such rows go to the plain search without a choice. */
+static void test_auto_choice_cpu(void)
+{
+  g_autoptr(KnnwbMatrix) separated = clustered(50000, 50, 50, 10.0, FALSE, 6);
+  auto_choice(separated, "0");
+  g_assert_true(partition_chosen);
+  g_assert_cmpuint(partition_cells, >=, 90);
+  g_autoptr(KnnwbMatrix) fewer = clustered(39999, 50, 50, 10.0, FALSE, 6);
+  auto_choice(fewer, "0");
+  g_assert_false(partition_chosen);
+  g_assert_false(partition_declined);
+}
+
 /* A forced partitioned run of m that must fail as the plain search does (its error naming
  * `row`), leaving nothing partitioned. */
 static void assert_plain_error(const KnnwbMatrix *m, KnnwbMetric metric, const char *row)
@@ -429,6 +446,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition/groups-join", test_groups_join);
   g_test_add_func("/partition/groups-apart", test_groups_apart);
   g_test_add_func("/partition/auto-choice", test_auto_choice);
+  g_test_add_func("/partition/auto-choice-cpu", test_auto_choice_cpu);
   g_test_add_func("/partition/degenerate-row", test_degenerate_row);
   g_test_add_func("/partition/not-finite", test_not_finite);
   return g_test_run();
