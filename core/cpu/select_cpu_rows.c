@@ -3,9 +3,9 @@
  *
  * A scan turns the GEMM's raw values into scores in registers (1 - g, 1 - |g|, |r|^2 - 2 g: the
  * same IEEE operations as the scalar code, no contraction, so both give the same bits) and
- * compares 16 at a time with the threshold(s); only the rare values below it leave the vector
- * unit. The heap this replaces cost a sift per offer, which at k = 4096 was most of the selection
- * and at k = 20 as much as the GEMM once the GEMM ran in BF16.
+ * compares 16 at a time (AVX-512) or 8 (AVX2) with the threshold(s); only the rare values below it
+ * leave the vector unit. The heap this replaces cost a sift per offer, which at k = 4096 was most
+ * of the selection and at k = 20 as much as the GEMM once the GEMM ran in BF16.
  */
 #include <math.h>
 #include <string.h>
@@ -258,21 +258,112 @@ knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, float *scratch, const float 
 }
 #endif
 
-/* AVX-512 where the CPU has it; KNNWB_CPU_SCAN=scalar keeps the portable loops (tests; read per
- * tile, which costs nothing next to a tile's scan). */
-static gboolean knnwb_scan_vector(void)
+#ifdef KNNWB_SCAN_AVX512
+/* The AVX2 scans, for CPUs without AVX-512 (most laptops and many servers and virtual machines:
+ * there the scalar loops were over half of a plain search of 50 columns): 8 scores at a time, the
+ * last br % 8 of a row by the scalar code. */
+__attribute__((target("avx2"))) static inline __m256 knnwb_tile_score8(KnnwbTileKind kind, __m256 g,
+                                                                       __m256 base)
+{
+  switch (kind) {
+  case KNNWB_TILE_DOT:
+    return _mm256_sub_ps(_mm256_set1_ps(1.0f), g);
+  case KNNWB_TILE_ABS_DOT:
+    return _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), g));
+  case KNNWB_TILE_L2:
+    return _mm256_sub_ps(base, _mm256_mul_ps(_mm256_set1_ps(2.0f), g));
+  default:
+    return g;
+  }
+}
+
+__attribute__((target("avx2"))) static void
+knnwb_scan_rows_avx2(KnnwbCandidateRows *rows, float *scratch, const float *tile, size_t ld,
+                     size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                     const float *sqnorms)
+{
+  const __m256 zero = _mm256_setzero_ps();
+  const size_t whole = br / 8 * 8;
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const size_t i = q0 + a;
+    __m256 threshold = _mm256_set1_ps(rows->threshold[i]);
+    for (size_t b = 0; b < whole; b += 8) {
+      const __m256 g = _mm256_loadu_ps(row + b);
+      const __m256 base = kind == KNNWB_TILE_L2 ? _mm256_loadu_ps(sqnorms + r0 + b) : zero;
+      unsigned hits = (unsigned)_mm256_movemask_ps(
+          _mm256_cmp_ps(knnwb_tile_score8(kind, g, base), threshold, _CMP_LT_OQ));
+      if (hits == 0)
+        continue;
+      while (hits != 0) {
+        const size_t t = (size_t)__builtin_ctz(hits);
+        hits &= hits - 1;
+        float s =
+            knnwb_tile_score(kind, row[b + t], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b + t] : 0.0f);
+        if (s < rows->threshold[i])
+          knnwb_candidate_rows_append(rows, scratch, i, s, r0 + b + t);
+      }
+      threshold = _mm256_set1_ps(rows->threshold[i]);
+    }
+    for (size_t b = whole; b < br; b++) {
+      float s = knnwb_tile_score(kind, row[b], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b] : 0.0f);
+      if (s < rows->threshold[i])
+        knnwb_candidate_rows_append(rows, scratch, i, s, r0 + b);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) static void
+knnwb_scan_columns_avx2(KnnwbCandidateRows *rows, float *scratch, const float *tile, size_t ld,
+                        size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                        const float *sqnorms)
+{
+  const float *threshold = rows->threshold + r0;
+  const size_t whole = br / 8 * 8;
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const float base_value = kind == KNNWB_TILE_L2 ? sqnorms[q0 + a] : 0.0f;
+    const __m256 base = _mm256_set1_ps(base_value);
+    for (size_t b = 0; b < whole; b += 8) {
+      const __m256 g = _mm256_loadu_ps(row + b);
+      unsigned hits = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
+          knnwb_tile_score8(kind, g, base), _mm256_loadu_ps(threshold + b), _CMP_LT_OQ));
+      while (hits != 0) {
+        const size_t t = (size_t)__builtin_ctz(hits);
+        hits &= hits - 1;
+        float s = knnwb_tile_score(kind, row[b + t], base_value);
+        if (s < threshold[b + t])
+          knnwb_candidate_rows_append(rows, scratch, r0 + b + t, s, q0 + a);
+      }
+    }
+    for (size_t b = whole; b < br; b++) {
+      float s = knnwb_tile_score(kind, row[b], base_value);
+      if (s < threshold[b])
+        knnwb_candidate_rows_append(rows, scratch, r0 + b, s, q0 + a);
+    }
+  }
+}
+#endif
+
+/* The widest scan the CPU has: 2 AVX-512, 1 AVX2, 0 the portable loops. KNNWB_CPU_SCAN=scalar or
+ * =avx2 caps it (tests; read per tile, which costs nothing next to a tile's scan). */
+static int knnwb_scan_width(void)
 {
 #ifdef KNNWB_SCAN_AVX512
   static gsize decided = 0;
-  static gboolean vector = FALSE;
+  static int width = 0;
   if (g_once_init_enter(&decided)) {
-    vector = __builtin_cpu_supports("avx512f");
+    width = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
     g_once_init_leave(&decided, 1);
   }
   const char *choice = g_getenv("KNNWB_CPU_SCAN");
-  return vector && !(choice != NULL && g_ascii_strcasecmp(choice, "scalar") == 0);
+  if (choice != NULL && g_ascii_strcasecmp(choice, "scalar") == 0)
+    return 0;
+  if (choice != NULL && g_ascii_strcasecmp(choice, "avx2") == 0)
+    return MIN(width, 1);
+  return width;
 #else
-  return FALSE;
+  return 0;
 #endif
 }
 
@@ -280,26 +371,36 @@ void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, float *scratch, co
                                     size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
                                     KnnwbTileKind kind, const float *sqnorms)
 {
+  switch (knnwb_scan_width()) {
 #ifdef KNNWB_SCAN_AVX512
-  if (knnwb_scan_vector()) {
+  case 2:
     knnwb_scan_rows_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
-  }
+  case 1:
+    knnwb_scan_rows_avx2(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    return;
 #endif
-  knnwb_scan_rows_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  default:
+    knnwb_scan_rows_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  }
 }
 
 void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, float *scratch, const float *tile,
                                        size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
                                        KnnwbTileKind kind, const float *sqnorms)
 {
+  switch (knnwb_scan_width()) {
 #ifdef KNNWB_SCAN_AVX512
-  if (knnwb_scan_vector()) {
+  case 2:
     knnwb_scan_columns_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
-  }
+  case 1:
+    knnwb_scan_columns_avx2(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    return;
 #endif
-  knnwb_scan_columns_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  default:
+    knnwb_scan_columns_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  }
 }
 
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,

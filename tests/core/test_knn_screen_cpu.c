@@ -60,17 +60,20 @@ static size_t screens_here(KnnwbScreen screens[2])
 
 /* Every metric, odd sizes (many 32 x 32 tiles under 64 KiB, edges that are no multiple of 32),
  * k = 1, 5 and n - 1, self and query jobs, each screen against the oracle and BF16 = FP32 bytes.
- * The same once with the portable scans and once with OpenBLAS's SGEMM. */
+ * The same once with the portable scans, once with the AVX2 scans (where the CPU has AVX2; AVX-512
+ * otherwise runs by default) and once with OpenBLAS's SGEMM. */
 static void test_oracle(void)
 {
   KnnwbScreen screens[2];
   const size_t n_screens = screens_here(screens);
   const size_t sizes[] = {2, 37, 129, 301};
   const size_t dims[] = {3, 33, 128};
-  for (int variant = 0; variant < 3; variant++) {
+  for (int variant = 0; variant < 4; variant++) {
     if (variant == 1)
       g_setenv("KNNWB_CPU_SCAN", "scalar", TRUE);
-    if (variant == 2) {
+    if (variant == 2)
+      g_setenv("KNNWB_CPU_SCAN", "avx2", TRUE);
+    if (variant == 3) {
       g_unsetenv("KNNWB_CPU_SCAN");
       g_setenv("KNNWB_CPU_GEMM", "openblas", TRUE);
     }
@@ -96,7 +99,7 @@ static void test_oracle(void)
           for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
             g_autoptr(KnnwbNeighbors) first = NULL;
             g_autoptr(KnnwbNeighbors) first_query = NULL;
-            const size_t screens_used = variant == 2 ? 1 : n_screens;
+            const size_t screens_used = variant == 3 ? 1 : n_screens;
             for (size_t s = 0; s < screens_used; s++) {
               if (g_test_verbose())
                 g_printerr("variant %d %s n=%zu d=%zu k=%zu %s\n", variant,
