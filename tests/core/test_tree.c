@@ -12,6 +12,7 @@
 #include "oracle.h"
 #include "tree/tree.h"
 #include "knnwb_test_lists.h"
+#include "knnwb_test_progress.h"
 #include "outside_search.h"
 
 static KnnwbMatrix *random_rows(size_t n, size_t d, guint32 seed, double scale)
@@ -470,20 +471,8 @@ static void test_no_gpu_start(void)
   knnwb_matrix_free(m);
 }
 
-/* Progress as the tree reports it; the first report holds the reporting thread 200 ms, so that
- * the others go on and one of them finishes the rows while it reports (the last rows must still be
- * reported, and no report go back). */
-static void count_progress(uint64_t done, uint64_t total, void *data)
-{
-  uint64_t *last = data;
-  g_assert_cmpuint(done, <=, total);
-  g_assert_cmpuint(done, >=, last[0]); /* (never back) */
-  if (last[2]++ == 0)
-    g_usleep(200000);
-  last[0] = done;
-  last[1] = total;
-}
-
+/* The tree's progress, its first report held (knnwb_test_progress_held): the last rows are still
+ * reported and no report goes back; then it stops when cancelled. */
 static void test_progress_and_cancel(void)
 {
   KnnwbMatrix *m = random_rows(5003, 2, 9, 1.0);
@@ -492,16 +481,16 @@ static void test_progress_and_cancel(void)
   o.metric = KNNWB_METRIC_EUCLIDEAN;
   o.k = 5;
   o.n_threads = 2;
-  uint64_t last[3] = {0, 0, 0};
-  o.progress = count_progress;
-  o.progress_data = last;
+  KnnwbTestProgress last = {0};
+  o.progress = knnwb_test_progress_held;
+  o.progress_data = &last;
   KnnwbNeighbors *nb = NULL;
   GError *error = NULL;
   g_assert_true(knnwb_tree_self(m, &o, &nb, &error));
   g_assert_no_error(error);
   g_assert_nonnull(nb);
-  g_assert_cmpuint(last[1], ==, m->n_rows);
-  g_assert_cmpuint(last[0], ==, m->n_rows); /* (the last rows are always reported) */
+  g_assert_cmpuint(last.total, ==, m->n_rows);
+  g_assert_cmpuint(last.done, ==, m->n_rows); /* (the last rows are always reported) */
   knnwb_neighbors_free(nb);
   nb = NULL;
   volatile gint cancel = 1;

@@ -8,6 +8,7 @@
 #include <knnwb/metafeatures.h>
 #include <knnwb/write_matrix.h>
 #include "knnwb_test_matrix.h"
+#include "knnwb_test_progress.h"
 
 static void test_counts(void)
 {
@@ -285,37 +286,24 @@ static void test_cancel(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
 }
 
-/* Progress as the expansion reports it; the first report holds the reporting thread 200 ms, so
- * that the other thread does the rest of the pairs while it reports: the last pairs must still be
- * reported, and no report go back. */
-static void count_progress(uint64_t done, uint64_t total, void *data)
-{
-  uint64_t *last = data;
-  g_assert_cmpuint(done, <=, total);
-  g_assert_cmpuint(done, >=, last[0]); /* (never back) */
-  if (last[2]++ == 0)
-    g_usleep(200000);
-  last[0] = done;
-  last[1] = total;
-}
-
+/* The expansion's progress, its first report held (knnwb_test_progress_held). */
 static void test_progress(void)
 {
   g_autoptr(KnnwbMatrix) data = labelled(300, 4, 3);
   KnnwbMetafeatureOptions options;
   knnwb_metafeatures_options_init(&options);
   options.n_threads = 2;
-  uint64_t last[3] = {0, 0, 0};
-  options.progress = count_progress;
-  options.progress_data = last;
+  KnnwbTestProgress last = {0};
+  options.progress = knnwb_test_progress_held;
+  options.progress_data = &last;
   g_autoptr(KnnwbMatrix) out = NULL;
   g_autoptr(GError) error = NULL;
   g_assert_true(knnwb_metafeatures_expand(data, &options, &out, &error));
   g_assert_no_error(error);
   const uint64_t pairs = 300 * 299 / 2;
   g_assert_cmpuint(out->n_rows, ==, 300 + pairs);
-  g_assert_cmpuint(last[1], ==, pairs);
-  g_assert_cmpuint(last[0], ==, pairs); /* (the last pairs are always reported) */
+  g_assert_cmpuint(last.total, ==, pairs);
+  g_assert_cmpuint(last.done, ==, pairs); /* (the last pairs are always reported) */
 }
 
 static void test_rows_file(void)
