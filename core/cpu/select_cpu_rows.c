@@ -12,7 +12,8 @@
 #include "cpu/cpu_internal.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define KNNWB_SCAN_AVX512 1
+/* the AVX-512 and AVX2 scans, built for those targets and chosen at run time */
+#define KNNWB_SCAN_X86 1
 #endif
 
 gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc, gboolean seeded)
@@ -178,7 +179,7 @@ static void knnwb_scan_columns_scalar(KnnwbCandidateRows *rows, float *scratch, 
   }
 }
 
-#ifdef KNNWB_SCAN_AVX512
+#ifdef KNNWB_SCAN_X86
 __attribute__((target("avx512f"))) static inline __m512 knnwb_tile_score16(KnnwbTileKind kind,
                                                                            __m512 g, __m512 base)
 {
@@ -258,7 +259,7 @@ knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, float *scratch, const float 
 }
 #endif
 
-#ifdef KNNWB_SCAN_AVX512
+#ifdef KNNWB_SCAN_X86
 /* The AVX2 scans, for CPUs without AVX-512 (most laptops and many servers and virtual machines:
  * there the scalar loops were over half of a plain search of 50 columns): 8 scores at a time, the
  * last br % 8 of a row by the scalar code. */
@@ -349,7 +350,7 @@ knnwb_scan_columns_avx2(KnnwbCandidateRows *rows, float *scratch, const float *t
  * =avx2 caps it (tests; read per tile, which costs nothing next to a tile's scan). */
 static int knnwb_scan_width(void)
 {
-#ifdef KNNWB_SCAN_AVX512
+#ifdef KNNWB_SCAN_X86
   static gsize decided = 0;
   static int width = 0;
   if (g_once_init_enter(&decided)) {
@@ -372,7 +373,7 @@ void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, float *scratch, co
                                     KnnwbTileKind kind, const float *sqnorms)
 {
   switch (knnwb_scan_width()) {
-#ifdef KNNWB_SCAN_AVX512
+#ifdef KNNWB_SCAN_X86
   case 2:
     knnwb_scan_rows_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
@@ -390,7 +391,7 @@ void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, float *scratch,
                                        KnnwbTileKind kind, const float *sqnorms)
 {
   switch (knnwb_scan_width()) {
-#ifdef KNNWB_SCAN_AVX512
+#ifdef KNNWB_SCAN_X86
   case 2:
     knnwb_scan_columns_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
