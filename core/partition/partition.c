@@ -354,6 +354,12 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
   return ok;
 }
 
+gboolean knnwb_partition_enough_rows(const KnnwbKnnOptions *options, size_t n)
+{
+  return n >= KNNWB_PARTITION_MIN_ROWS_CPU &&
+         (n >= KNNWB_PARTITION_MIN_ROWS_GPU || !knnwb_knn_expects_gpu(options));
+}
+
 double knnwb_partition_share_limit_of(gboolean gpu, gboolean ranks, int gpus)
 {
   return gpu && !ranks && gpus == 1 ? KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU
@@ -477,8 +483,7 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t go = mode != KNNWB_PARTITION_OFF &&
                knnwb_partition_applies_to(options, n, d, data->n_absent_rows) &&
-               (mode != KNNWB_PARTITION_AUTO ||
-                n >= knnwb_partition_min_rows(knnwb_knn_expects_gpu(options))) &&
+               (mode != KNNWB_PARTITION_AUTO || knnwb_partition_enough_rows(options, n)) &&
                knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL);
   /* Ranks that each hold every row go on together: the memory each sees (and its environment)
    * may differ, and a rank that went to the plain search while the others chose would wait for

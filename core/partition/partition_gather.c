@@ -75,8 +75,7 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
 {
   return mode != KNNWB_PARTITION_OFF &&
          knnwb_partition_applies_to(options, n, block->n_cols, block->n_absent_rows) &&
-         (mode != KNNWB_PARTITION_AUTO ||
-          n >= knnwb_partition_min_rows(knnwb_knn_expects_gpu(options)));
+         (mode != KNNWB_PARTITION_AUTO || knnwb_partition_enough_rows(options, n));
 }
 
 /* Whether the ranks put their rows together where they may and have room: KNNWB_PARTITION_SPLIT=0

@@ -15,7 +15,7 @@
 
 /* Rows a lock of phase two's merges covers (KnnwbPartitionRun.stripes). */
 #define KNNWB_PARTITION_STRIPE_ROWS ((size_t)16384)
-/* Below this many rows the automatic choice keeps the plain search (knnwb_partition_min_rows):
+/* Below this many rows the automatic choice keeps the plain search (knnwb_partition_enough_rows):
  * on GPUs, whose plain search of 262,144 rows takes well under a second, and on the CPU, whose
  * sub-searches cost little. */
 #define KNNWB_PARTITION_MIN_ROWS_GPU ((size_t)262144)
@@ -35,11 +35,10 @@ typedef enum { KNNWB_PARTITION_AUTO, KNNWB_PARTITION_OFF, KNNWB_PARTITION_ON } K
  * the GPU (gpu) or the CPU, by MPI ranks (which add GPUs to the plain search, and must agree), on
  * `gpus` GPUs (0: not known, taken as several). O(1). */
 double knnwb_partition_share_limit_of(gboolean gpu, gboolean ranks, int gpus);
-/* The fewest rows the automatic choice partitions, on the GPU (gpu) or the CPU. O(1). */
-static inline size_t knnwb_partition_min_rows(gboolean gpu)
-{
-  return gpu ? KNNWB_PARTITION_MIN_ROWS_GPU : KNNWB_PARTITION_MIN_ROWS_CPU;
-}
+/* Whether n rows are enough for the automatic choice: the GPUs' floor where options' search is
+ * to run on GPUs, else the CPU's. The backend is asked only from the CPU's floor on, so that
+ * smaller runs do not wait for the GPUs' count here. O(1) past that count. */
+gboolean knnwb_partition_enough_rows(const KnnwbKnnOptions *options, size_t n);
 
 /*
  * The rows split into m cells (k-means clusters), in the bound space of the metric: the rows
