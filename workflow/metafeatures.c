@@ -105,11 +105,10 @@ typedef struct {
   gint n_bad;
   gint n_absent; /* pairs left out because a row of them is absent (missing values) */
   const volatile gint *cancel;
-  gint64 done;
+  gsize done; /* pairs done (atomic) */
   KnnwbProgressFunc progress;
   void *progress_data;
-  GMutex progress_lock;
-  gint64 progress_last_us;
+  KnnwbProgressThrottle report;
 } KnnwbMetafeatureJob;
 
 /* Offset of the pairs (a, b > a) of paired row a within one operator's block. */
@@ -165,17 +164,12 @@ static void knnwb_metafeatures_combine(KnnwbMetafeatureOp op, const float *x, co
   }
 }
 
-/* Reports the pairs done so far to job->progress, at most every 100 ms unless `last`. The caller
- * holds progress_lock (or the threads are done): the count is read here, under it, so that a
- * report never goes back behind an earlier one. O(1). */
+/* Offers the pairs done so far to job->progress (knnwb_progress_throttle_offer); `last` once the
+ * threads are done. O(1). */
 static void knnwb_metafeatures_report(KnnwbMetafeatureJob *job, gboolean last)
 {
-  const gint64 now = g_get_monotonic_time();
-  if (!last && now - job->progress_last_us < 100000)
-    return;
-  job->progress_last_us = now;
-  const gint64 done = (gint64)g_atomic_pointer_add(&job->done, 0); /* (an atomic read) */
-  job->progress((uint64_t)done, (uint64_t)job->n_generated, job->progress_data);
+  knnwb_progress_throttle_offer(&job->report, &job->done, (uint64_t)job->n_generated, last,
+                                job->progress, job->progress_data);
 }
 
 /* Units are (operator, first row a): all pairs (a, b > a) of one operator. */
@@ -212,10 +206,7 @@ static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
       }
     }
     g_atomic_pointer_add(&job->done, (gssize)(m - 1 - a));
-    if (job->progress != NULL && g_mutex_trylock(&job->progress_lock)) {
-      knnwb_metafeatures_report(job, FALSE);
-      g_mutex_unlock(&job->progress_lock);
-    }
+    knnwb_metafeatures_report(job, FALSE);
   }
 }
 
@@ -630,14 +621,14 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
     return FALSE;
   }
   const size_t n_units = share.unit_last - share.unit_first;
-  g_mutex_init(&job.progress_lock);
+  knnwb_progress_throttle_init(&job.report);
   if (d > 0 && m >= 2) {
     knnwb_parallel_for(options->n_threads, n_units, 1, knnwb_metafeatures_body, &job);
     /* the last pairs are reported even where another thread held the lock as they were done */
-    if (job.progress != NULL && !g_atomic_int_get(&job.stop))
+    if (!g_atomic_int_get(&job.stop))
       knnwb_metafeatures_report(&job, TRUE);
   }
-  g_mutex_clear(&job.progress_lock);
+  knnwb_progress_throttle_clear(&job.report);
   gboolean ok = FALSE;
   if (options->cancel && *options->cancel)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "metafeatures: interrupted");

@@ -69,13 +69,12 @@ typedef struct {
   size_t block_query, block_reference, n_query_blocks, n_reference_blocks;
   uint64_t n_tiles; /* of this share */
   uint64_t share_index, share_count;
-  gssize next_tile; /* atomically advanced, in this share's tiles */
-  gssize tiles_done;
+  gssize next_tile;        /* atomically advanced, in this share's tiles */
+  gsize tiles_done;        /* (atomic) */
   GMutex *query_locks;     /* one per query block */
   GMutex *reference_locks; /* self: the same array as query_locks */
   KnnwbCandidateRows rows; /* n_query lists (then n_reference: two-sided jobs) */
-  GMutex progress_lock;
-  gint64 last_progress_us;
+  KnnwbProgressThrottle report;
   gint failed; /* a KNNWB_KERNELS_* status */
   GMutex failure_lock;
   char failure[256];
@@ -214,17 +213,12 @@ static void knnwb_select_tile_coordinates(const KnnwbCpuSelect *s, uint64_t t, s
   *rb = (size_t)(i + (t - knnwb_triangle_start(i, nb)));
 }
 
-static void knnwb_select_report(KnnwbCpuSelect *s, gboolean force)
+/* Offers the tiles done to the job's progress (knnwb_progress_throttle_offer); `last` once the
+ * workers are joined. */
+static void knnwb_select_report(KnnwbCpuSelect *s, gboolean last)
 {
-  const KnnwbSelectJob *job = s->job;
-  if (job->progress == NULL || !g_mutex_trylock(&s->progress_lock))
-    return;
-  gint64 now = g_get_monotonic_time();
-  if (force || now - s->last_progress_us >= 100000) {
-    s->last_progress_us = now;
-    job->progress((uint64_t)g_atomic_pointer_get(&s->tiles_done), s->n_tiles, job->progress_data);
-  }
-  g_mutex_unlock(&s->progress_lock);
+  knnwb_progress_throttle_offer(&s->report, &s->tiles_done, s->n_tiles, last, s->job->progress,
+                                s->job->progress_data);
 }
 
 static gpointer knnwb_select_worker(gpointer user)
@@ -363,11 +357,11 @@ static void knnwb_cpu_select_locks(KnnwbCpuSelect *s, gboolean init)
   for (size_t b = 0; !self && b < s->n_reference_blocks; b++)
     init ? g_mutex_init(&s->reference_locks[b]) : g_mutex_clear(&s->reference_locks[b]);
   if (init) {
-    g_mutex_init(&s->progress_lock);
+    knnwb_progress_throttle_init(&s->report);
     g_mutex_init(&s->failure_lock);
     return;
   }
-  g_mutex_clear(&s->progress_lock);
+  knnwb_progress_throttle_clear(&s->report);
   g_mutex_clear(&s->failure_lock);
   if (!self)
     g_free(s->reference_locks);

@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
+#include <knnwb/parallel.h>
 #include "engine/engine.h"
 
 /* Rows a leaf holds at most. */
@@ -75,11 +76,9 @@ typedef struct {
   size_t first, last;    /* the rows this process searches */
   KnnwbNeighbors *lists; /* rows [first, last); absent rows' lists emptied by the caller */
   const KnnwbKnnOptions *options;
-  gsize done;          /* rows searched (atomic; the caller may count the absent ones first) */
-  GMutex report;       /* one thread reports progress at a time */
-  gint64 reported;     /* when progress was last reported (under report) */
-  gsize reported_done; /* the rows it said were done then (under report) */
-  gint cancelled;      /* (atomic) */
+  gsize done; /* rows searched (atomic; the caller may count the absent ones first) */
+  KnnwbProgressThrottle report;
+  gint cancelled; /* (atomic) */
 } KnnwbTreeSearch;
 
 /* Each row's k nearest of the tree's rows (a self run: the row itself left out) into s->lists, by

@@ -222,28 +222,14 @@ static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
   lists->n_found[row] = (int32_t)r->count;
 }
 
-/* Progress, from one thread at a time and at most ten times a second. The count is read under the
- * lock, so reports never go back (a count taken before it could reach the lock after a later
- * one), and the thread that finishes the rows waits for the lock where the others pass it, so the
- * last rows are always reported (passing, it lost them whenever another thread was reporting). */
+/* Counts rows searched and offers the progress: the thread whose rows finish the search offers
+ * the last count (knnwb_progress_throttle_offer waits for the lock for it). */
 static void knnwb_tree_report(KnnwbTreeSearch *s, size_t rows)
 {
   const gsize total = s->last - s->first;
   const gboolean finished = g_atomic_pointer_add(&s->done, rows) + rows == total;
-  if (s->options->progress == NULL)
-    return;
-  if (finished)
-    g_mutex_lock(&s->report);
-  else if (!g_mutex_trylock(&s->report))
-    return;
-  const gsize done = (gsize)g_atomic_pointer_get(&s->done);
-  const gint64 now = g_get_monotonic_time();
-  if (done > s->reported_done && (now - s->reported >= 100000 || done == total)) {
-    s->reported = now;
-    s->reported_done = done;
-    s->options->progress(done, total, s->options->progress_data);
-  }
-  g_mutex_unlock(&s->report);
+  knnwb_progress_throttle_offer(&s->report, &s->done, total, finished, s->options->progress,
+                                s->options->progress_data);
 }
 
 /* Whether the search stops: the caller's flag seen raised, now or by another thread. */
@@ -351,10 +337,10 @@ void knnwb_tree_search_rows(KnnwbTreeSearch *s, const int64_t *rows, size_t n_ro
 
 void knnwb_tree_search(KnnwbTreeSearch *s, int threads)
 {
-  g_mutex_init(&s->report);
+  knnwb_progress_throttle_init(&s->report);
   if (!s->queries)
     knnwb_parallel_for(threads, s->tree->n, 256, knnwb_tree_search_own, s);
   else
     knnwb_parallel_for(threads, s->last - s->first, 256, knnwb_tree_search_queries, s);
-  g_mutex_clear(&s->report);
+  knnwb_progress_throttle_clear(&s->report);
 }

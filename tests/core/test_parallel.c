@@ -2,7 +2,9 @@
  * exactly once, whatever the threads asked for; loops inside loops, loops from several threads at
  * once and teams larger than the thread limit all finish (one that waited on another would hang
  * here, and the test's timeout fails it). Their workers (thread_pool.c) are kept between loops,
- * start afresh in a forked child, and never take SIGINT or SIGTERM. */
+ * start afresh in a forked child, and never take SIGINT or SIGTERM. The throttled progress report
+ * (progress_throttle.c) reports from one thread at a time, counts that only go up, and always the
+ * last one. */
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
@@ -275,6 +277,110 @@ static void test_parallel_workers_leave(void)
   g_test_trap_assert_passed();
 }
 
+/* The reports a throttle made, checked as they come. */
+typedef struct {
+  gint inside;      /* callbacks running now (atomic) */
+  gint most_inside; /* the most seen at once */
+  uint64_t done, total, reports;
+} ThrottleReports;
+
+/* A progress callback that holds its first report 200 ms, so the other threads go on and finish
+ * the items while it reports. */
+static void throttle_record(uint64_t done, uint64_t total, void *data)
+{
+  ThrottleReports *r = data;
+  const gint inside = g_atomic_int_add(&r->inside, 1) + 1;
+  if (inside > g_atomic_int_get(&r->most_inside))
+    g_atomic_int_set(&r->most_inside, inside);
+  g_assert_cmpuint(done, <=, total);
+  g_assert_cmpuint(done, >, r->done); /* (never back, never the same count twice) */
+  if (r->reports++ == 0)
+    g_usleep(200000);
+  else
+    g_usleep(1000); /* (slow, so the threads meet at the lock) */
+  r->done = done;
+  r->total = total;
+  g_atomic_int_add(&r->inside, -1);
+}
+
+/* Items taken from a shared counter, as the parallel loops take chunks: the thread held in the
+ * first report leaves its share to the others, and one of them finishes the items meanwhile. */
+typedef struct {
+  KnnwbProgressThrottle throttle;
+  ThrottleReports reports;
+  gsize next, done;
+  gsize total;
+  gboolean finisher_waits; /* the thread that finishes offers `last` (else the caller, after) */
+} ThrottleLoop;
+
+static gpointer throttle_worker(gpointer data)
+{
+  ThrottleLoop *loop = data;
+  while ((gsize)g_atomic_pointer_add(&loop->next, 1) < loop->total) {
+    const gboolean finished = (gsize)g_atomic_pointer_add(&loop->done, 1) + 1 == loop->total;
+    knnwb_progress_throttle_offer(&loop->throttle, &loop->done, loop->total,
+                                  loop->finisher_waits && finished, throttle_record,
+                                  &loop->reports);
+  }
+  return NULL;
+}
+
+static void throttle_run(gboolean finisher_waits)
+{
+  ThrottleLoop loop = {.total = 20011, .finisher_waits = finisher_waits};
+  knnwb_progress_throttle_init(&loop.throttle);
+  GThread *threads[4];
+  for (size_t t = 0; t < G_N_ELEMENTS(threads); t++)
+    threads[t] = g_thread_new("throttle", throttle_worker, &loop);
+  for (size_t t = 0; t < G_N_ELEMENTS(threads); t++)
+    g_thread_join(threads[t]);
+  if (!finisher_waits)
+    knnwb_progress_throttle_offer(&loop.throttle, &loop.done, loop.total, TRUE, throttle_record,
+                                  &loop.reports);
+  knnwb_progress_throttle_clear(&loop.throttle);
+  g_assert_cmpint(loop.reports.most_inside, ==, 1);
+  g_assert_cmpuint(loop.reports.reports, >=, 1);
+  g_assert_cmpuint(loop.reports.total, ==, loop.total);
+  g_assert_cmpuint(loop.reports.done, ==, loop.total); /* (the last count is never lost) */
+}
+
+/* Several threads offering under a slow callback: one report at a time, counts that only go up,
+ * the last count reported by the thread that finished (the tree's search). */
+static void test_progress_throttle_finisher(void)
+{
+  throttle_run(TRUE);
+}
+
+/* The same with the last count offered by the caller once the threads are joined (the
+ * metafeatures, the CPU select). */
+static void test_progress_throttle_after_join(void)
+{
+  throttle_run(FALSE);
+}
+
+/* A count is reported once: a last offer of a count already reported, a count of 0 and a NULL
+ * callback report nothing. */
+static void test_progress_throttle_once(void)
+{
+  KnnwbProgressThrottle throttle;
+  knnwb_progress_throttle_init(&throttle);
+  ThrottleReports r = {0};
+  gsize done = 0;
+  knnwb_progress_throttle_offer(&throttle, &done, 10, TRUE, throttle_record, &r);
+  g_assert_cmpuint(r.reports, ==, 0);
+  done = 4;
+  knnwb_progress_throttle_offer(&throttle, &done, 10, FALSE, throttle_record, &r);
+  g_assert_cmpuint(r.reports, ==, 1);
+  g_assert_cmpuint(r.done, ==, 4);
+  done = 10;
+  knnwb_progress_throttle_offer(&throttle, &done, 10, FALSE, NULL, NULL);
+  knnwb_progress_throttle_offer(&throttle, &done, 10, FALSE, throttle_record, &r);
+  knnwb_progress_throttle_offer(&throttle, &done, 10, TRUE, throttle_record, &r);
+  g_assert_cmpuint(r.reports, ==, 2); /* (10 reached the total: at once, and once) */
+  g_assert_cmpuint(r.done, ==, 10);
+  knnwb_progress_throttle_clear(&throttle);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -287,5 +393,8 @@ int main(int argc, char **argv)
   g_test_add_func("/core/parallel/after-fork", test_parallel_after_fork);
   g_test_add_func("/core/parallel/workers-block-signals", test_parallel_workers_block_signals);
   g_test_add_func("/core/parallel/workers-leave", test_parallel_workers_leave);
+  g_test_add_func("/core/parallel/progress-throttle-finisher", test_progress_throttle_finisher);
+  g_test_add_func("/core/parallel/progress-throttle-after-join", test_progress_throttle_after_join);
+  g_test_add_func("/core/parallel/progress-throttle-once", test_progress_throttle_once);
   return g_test_run();
 }

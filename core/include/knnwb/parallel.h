@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <stddef.h>
+#include <stdint.h>
 
 G_BEGIN_DECLS
 
@@ -30,6 +31,43 @@ static inline void knnwb_team_range(size_t n, int t, int n_threads, size_t *firs
  * limits). Callers go on with the threads they have. NULL when it failed.
  */
 GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
+
+/** Time between two reports of a KnnwbProgressThrottle (100 ms): ten lines a second at most. */
+#define KNNWB_PROGRESS_THROTTLE_US ((gint64)100000)
+
+/**
+ * A progress report shared by the threads of a loop: at most one report every
+ * KNNWB_PROGRESS_THROTTLE_US, from one thread at a time; the counts reported never go back, each
+ * is larger than the one before, and the last count is always reported. Initialise with
+ * knnwb_progress_throttle_init, clear once the threads are done.
+ */
+typedef struct {
+  GMutex lock;
+  gint64 last_us;     /* when the last report was made (under lock) */
+  uint64_t last_done; /* the count it said (under lock) */
+} KnnwbProgressThrottle;
+
+/** An empty throttle: nothing reported yet. O(1). */
+void knnwb_progress_throttle_init(KnnwbProgressThrottle *throttle);
+/** Frees what init took; no thread may be offering. O(1). */
+void knnwb_progress_throttle_clear(KnnwbProgressThrottle *throttle);
+
+/**
+ * Reports *done of total through progress(done, total, data) when the count went past the last
+ * one reported and either KNNWB_PROGRESS_THROTTLE_US passed since that report, the count reached
+ * total, or `last`. *done is the callers' counter, advanced with g_atomic_pointer_add; it is read
+ * here under the throttle's lock, so a count taken before a later one can never be reported after
+ * it.
+ * A caller that holds no final count passes while another thread reports; one with `last` (the
+ * thread whose rows finished the loop, or the caller once the threads are joined) waits for the
+ * lock instead, so the final count is never lost. A count of 0 is never reported. Nothing when
+ * progress is NULL. progress is called with the lock held: it must not offer to the same
+ * throttle. O(1) plus progress.
+ */
+void knnwb_progress_throttle_offer(KnnwbProgressThrottle *throttle, gsize *done, uint64_t total,
+                                   gboolean last,
+                                   void (*progress)(uint64_t done, uint64_t total, void *data),
+                                   void *data);
 
 /** Bytes the machine can still give (MemAvailable), SIZE_MAX when unknown. */
 size_t knnwb_memory_available(void);
