@@ -25,9 +25,8 @@
 /* Rows the pilot answers before the rest (evenly spread over the asking rows). */
 #define KNNWB_OUTSIDE_PILOT ((size_t)128)
 /* The cells answer the rest when the pilot's rows compared with at most this share of the rows
- * outside their groups: a pair here is an exact double distance, several times the cost of a
- * tile's float product (200,000 x 50 in 50 clusters, two cores: see
- * docs/performance-clustering.md). */
+ * outside their groups: a pair here, even screened in float, costs several times a tile's float
+ * product (200,000 x 50 in 50 clusters, two cores: see docs/performance-clustering.md). */
 #define KNNWB_OUTSIDE_PAYING_SHARE 0.10
 /* Runs in a row whose pilot found the cells do not pay, after which the cells answer no more
  * (the search's later rounds would pay for a pilot each: 128 rows a third of the rows each on
@@ -226,7 +225,7 @@ typedef struct {
   int64_t *out_index;
   double *out_distance;
   unsigned char *answered;
-  gssize compared; /* exact distances computed (added atomically) */
+  gssize compared; /* pairs compared, screened or in double (added atomically) */
   gssize budget;   /* > 0: the pass stops once its rows computed more (the pilot's) */
   gint over;       /* the budget was spent */
   gint cancelled;
@@ -241,24 +240,66 @@ typedef struct {
   int32_t cell;
 } KnnwbOutsideCell;
 
-/* knnwb_distance_lp (the engine's euclidean and manhattan distance) built for the vector units
- * the CPU has (KNNWB_VECTOR_CLONES: the same bits): its eight sums then fill vector registers in
- * place of memory. */
-KNNWB_VECTOR_CLONES
-static double knnwb_outside_lp(gboolean euclidean, const float *x, const float *y, size_t d)
+/* The float screen of a pair under euclidean (euclidean TRUE: the sum of squares) or manhattan
+ * (the sum of absolute differences), eight lanes as the engine's exact sums, inline in the cloned
+ * row loop below. Whatever the order, rounding and underflow, it is at most
+ * (1 + knnwb_outside_screen_slack(d)) times the exact sum, plus d * 2^-148 where products fall
+ * below float's normal range, or +inf; it is never used as a distance, only to pass over a pair
+ * surely farther than the best so far. O(d). */
+static KNNWB_ALWAYS_INLINE float knnwb_outside_screen(gboolean euclidean, const float *x,
+                                                      const float *y, size_t d)
 {
-  return knnwb_distance_lp(euclidean, x, y, d);
+  float acc[KNNWB_LANES] = {0}, tail = 0.0f;
+  size_t j = 0;
+  if (euclidean) {
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++) {
+        const float c = x[j + t] - y[j + t];
+        acc[t] += c * c;
+      }
+    for (; j < d; j++)
+      tail += (x[j] - y[j]) * (x[j] - y[j]);
+  } else {
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++)
+        acc[t] += fabsf(x[j + t] - y[j + t]);
+    for (; j < d; j++)
+      tail += fabsf(x[j] - y[j]);
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+/* The screen's relative error bound over d columns, with room to spare: a term takes three float
+ * roundings (the difference, the square, its addition; two for manhattan), the sum of d terms at
+ * most d - 1 further ones in any order (Higham's gamma), 2^-24 each; the engine's double distance
+ * adds (d + 4) roundings of 2^-53 each, its square and the product with the slack a few more.
+ * Counting d + 8 roundings of 2^-24, then 1% more and d + 8 of 2^-50, bounds them all. */
+static inline double knnwb_outside_screen_slack(size_t d)
+{
+  return (double)(d + 8) * 0x1p-24 * 1.01 + (double)(d + 8) * 0x1p-50;
+}
+
+/* The screen's value above which a pair's engine distance is surely larger than `best` (the
+ * engine's double distance of the best pair so far): pairs there are passed over, since they can
+ * neither beat nor tie it. +inf while there is no best. */
+static inline double knnwb_outside_screen_above(gboolean euclidean, double best, double slack,
+                                                size_t d)
+{
+  const double underflow = (double)d * 0x1p-148; /* (products in float's subnormal range) */
+  return (euclidean ? best * best : best) * (1.0 + slack) + underflow;
 }
 
 /* The exact distance of row i and the row at place `at` of the rows by cell: euclidean and
- * manhattan as above, the others through prepared's view. */
-static inline double knnwb_outside_distance(const KnnwbPartitionOutside *o, size_t i, size_t at)
+ * manhattan through the engine's inline sum (knnwb_distance_lp, so the same bits), the others
+ * through prepared's view. */
+static KNNWB_ALWAYS_INLINE double knnwb_outside_distance(const KnnwbPartitionOutside *o, size_t i,
+                                                         size_t at)
 {
   const KnnwbMetric metric = o->prepared->metric;
   const size_t d = o->prepared->d;
   if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN)
-    return knnwb_outside_lp(metric == KNNWB_METRIC_EUCLIDEAN, o->prepared->exact + i * d,
-                            o->exact_by_cell + at * d, d);
+    return knnwb_distance_lp(metric == KNNWB_METRIC_EUCLIDEAN, o->prepared->exact + i * d,
+                             o->exact_by_cell + at * d, d);
   return knnwb_prepared_distance(o->prepared, i, &o->by_cell, at);
 }
 
@@ -266,7 +307,12 @@ static inline double knnwb_outside_distance(const KnnwbPartitionOutside *o, size
  * the cells by their nearest possible member, nearest first, until that lies beyond the best so
  * far (strictly, in the engine's double distance with its rounding: a pair that could tie is
  * compared). The next cell is looked for among those left (a row visits few: cheaper than sorting
- * them all). Returns the exact distances it computed. */
+ * them all). Under euclidean and manhattan a pair is first screened in float
+ * (knnwb_outside_screen), and only a pair that could beat or tie the best is computed in double:
+ * the same answers, for a fraction of the double sums. Built for the vector units the CPU has
+ * (KNNWB_VECTOR_CLONES: the same bits), so that the inline sums fill vector registers. Returns the
+ * pairs it compared. */
+KNNWB_VECTOR_CLONES
 static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPartitionBlock *block,
                                 size_t r, size_t i, KnnwbOutsideCell *cells, int64_t *out_index,
                                 double *out_distance)
@@ -274,6 +320,12 @@ static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPart
   const KnnwbPartitionOutside *o = run->o;
   const KnnwbPartition *p = &o->p;
   const int32_t own = run->group[i];
+  const size_t d = o->prepared->d;
+  const KnnwbMetric metric = o->prepared->metric;
+  const gboolean screened = metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN;
+  const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
+  const double slack = knnwb_outside_screen_slack(d);
+  const float *x = o->prepared->exact + i * d;
   size_t count = 0;
   for (size_t c = 0; c < p->m; c++) {
     if (o->cell_group[c] == own)
@@ -283,7 +335,7 @@ static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPart
     cells[count++] = (KnnwbOutsideCell){lower - p->radius[c], lower, (int32_t)c};
   }
   int64_t best = -1;
-  double best_distance = INFINITY, limit = INFINITY;
+  double best_distance = INFINITY, limit = INFINITY, above = INFINITY;
   gint64 compared = 0;
   while (count > 0) {
     size_t next = 0;
@@ -298,13 +350,19 @@ static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPart
     for (size_t at = p->start[c]; at < p->start[c + 1]; at++) {
       if (o->group_by_cell[at] == own || cell.to_centroid - o->reach_by_cell[at] > limit)
         continue;
+      compared++;
+      if (screened) {
+        const double screen = knnwb_outside_screen(euclidean, x, o->exact_by_cell + at * d, d);
+        if (screen > above && screen < INFINITY)
+          continue; /* (surely farther than the best: neither beats nor ties it) */
+      }
       const double dist = knnwb_outside_distance(o, i, at);
       const int64_t j = p->members[at];
-      compared++;
       if (best < 0 || dist < best_distance || (dist == best_distance && j < best)) {
         best = j;
         best_distance = dist;
         limit = knnwb_partition_chord_limit(p->metric, dist, p->d);
+        above = knnwb_outside_screen_above(euclidean, dist, slack, d);
       }
     }
   }
@@ -458,7 +516,7 @@ gboolean knnwb_partition_outside_run(KnnwbPartitionOutside *o, const int32_t *gr
     count += answered[t];
   g_debug("knnwb: nearest outside: the cells answered %zu of %zu rows (the pilot's compared %s"
           "%.2f%% of the rows outside their groups; %" G_GSSIZE_FORMAT
-          " exact distances in all) in %.3f s",
+          " pairs compared in all) in %.3f s",
           count, n_rows, run.over ? "more than " : "", 100.0 * share, run.compared,
           (double)(g_get_monotonic_time() - start) / 1e6);
   return TRUE;

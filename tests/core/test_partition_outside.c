@@ -33,6 +33,23 @@ static void check_brute_force(const KnnwbPrepared *p, const int32_t *group, cons
   }
 }
 
+/* A run of the cells over every row of p (KNNWB_OUTSIDE_CELLS=1: no pilot) answers each of them,
+ * as the brute force does. */
+static void check_cells_answer_all(KnnwbPartitionOutside *cells, const KnnwbPrepared *p,
+                                   const int32_t *group, const int64_t *rows,
+                                   const size_t *available, int64_t *index, double *distance,
+                                   unsigned char *answered)
+{
+  GError *error = NULL;
+  g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+  g_assert_true(knnwb_partition_outside_run(cells, group, rows, p->n, available, index, distance,
+                                            answered, &error));
+  g_assert_no_error(error);
+  for (size_t t = 0; t < p->n; t++)
+    g_assert_cmpint(answered[t], ==, 1);
+  check_brute_force(p, group, rows, index, distance);
+}
+
 /* Every metric, rows in clusters of 11 columns with copies of rows in other groups (exact ties),
  * the groups of outside_groups: the cells' answers (every row, KNNWB_OUTSIDE_CELLS=1) equal the
  * tile search's (=0), the pilot's with the tile search's for the rest (=pilot), and the brute
@@ -73,13 +90,7 @@ static void test_answers(void)
         for (size_t j = 0; j < n; j++)
           available[t] += group[j] != group[rows[t]];
       }
-      g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
-      g_assert_true(knnwb_partition_outside_run(cells, group, rows, n, available, index, distance,
-                                                answered, &error));
-      g_assert_no_error(error);
-      for (size_t t = 0; t < n; t++)
-        g_assert_cmpint(answered[t], ==, 1);
-      check_brute_force(&p, group, rows, index, distance);
+      check_cells_answer_all(cells, &p, group, rows, available, index, distance, answered);
       outside_answers(m, &o, "KNNWB_OUTSIDE_CELLS", "0", group, rows, tiles, tile_distance);
       g_assert_cmpmem(index, n * sizeof(int64_t), tiles, n * sizeof(int64_t));
       g_assert_cmpmem(distance, n * sizeof(double), tile_distance, n * sizeof(double));
@@ -106,6 +117,58 @@ static void test_answers(void)
     knnwb_prepared_clear(&p);
     knnwb_matrix_free(m);
   }
+}
+
+/* The float screen against pairs it cannot tell apart: group 1's rows are copies of one row far
+ * from the origin with one column nudged a few float steps, so that a group 0 row's distances to
+ * them differ by less than the screen's error (about 1e-6 of them) but not in double, and some are
+ * exact ties. Every row's answer is the brute force's, bit for bit, under euclidean and manhattan,
+ * on column counts with and without a tail of the screen's eight lanes. */
+static void test_screen_near_ties(void)
+{
+  const size_t n = 601, half = 300;
+  const KnnwbMetric screened[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  const size_t columns[] = {37, 64};
+  g_autofree int32_t *group = g_new(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n);
+  g_autofree size_t *available = g_new(size_t, n);
+  g_autofree unsigned char *answered = g_new(unsigned char, n);
+  for (guint ci = 0; ci < G_N_ELEMENTS(columns); ci++)
+    for (guint mi = 0; mi < G_N_ELEMENTS(screened); mi++) {
+      const size_t d = columns[ci];
+      g_autoptr(GRand) rand = g_rand_new_with_seed(7 + ci * 2 + mi);
+      KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+      for (size_t i = 0; i < n; i++) {
+        rows[i] = (int64_t)i;
+        group[i] = i < half ? 0 : 1;
+        available[i] = i < half ? n - half : half;
+        for (size_t j = 0; j < d; j++) {
+          float v = (float)(1000.0 + g_rand_double_range(rand, -1.0, 1.0));
+          if (i >= half) { /* (the copies: steps of 0 to 3 on column (i / 4) % d, up or down) */
+            v = 1005.0f;
+            for (size_t step = 0; j == (i / 4) % d && step < i % 4; step++)
+              v = nextafterf(v, (i / 2) % 2 ? 2000.0f : 0.0f);
+          }
+          m->values[i * d + j] = v;
+        }
+      }
+      KnnwbKnnOptions o;
+      knnwb_knn_options_init(&o);
+      o.metric = screened[mi];
+      o.n_threads = 2;
+      KnnwbPrepared p;
+      GError *error = NULL;
+      g_assert_true(knnwb_prepared_init(&p, m, o.metric, FALSE, "data", 1, NULL, NULL, &error));
+      g_setenv("KNNWB_OUTSIDE_CELLS", "1", TRUE);
+      KnnwbPartitionOutside *cells = knnwb_partition_outside_new(&p, &o, &error);
+      g_assert_no_error(error);
+      check_cells_answer_all(cells, &p, group, rows, available, index, distance, answered);
+      g_unsetenv("KNNWB_OUTSIDE_CELLS");
+      knnwb_partition_outside_free(cells);
+      knnwb_prepared_clear(&p);
+      knnwb_matrix_free(m);
+    }
 }
 
 /* A raised cancel stops making the cells and a run, with KNNWB_ERROR_CANCELLED. */
@@ -253,6 +316,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_unsetenv("KNNWB_OUTSIDE_CELLS");
   g_test_add_func("/partition/outside", test_answers);
+  g_test_add_func("/partition/outside-screen", test_screen_near_ties);
   g_test_add_func("/partition/outside-pilot", test_pilot);
   g_test_add_func("/partition/outside-cancel", test_cancel);
   g_test_add_func("/partition/outside-applies", test_applies);
