@@ -27,9 +27,13 @@
 
 /* Below this, messages cost less than the window's synchronisation (two barriers). */
 #define KNNWB_SHARED_WINDOW_MIN ((size_t)1 << 20)
-/* A window up to this size stays allocated for the next call (threshold rounds come twelve times
- * per run); larger ones are given back at once, so a run does not keep its largest exchange in
- * shared memory. */
+/* A window up to this size stays allocated for the next exchange or reduction (threshold rounds
+ * come twelve times per run); larger ones are given back at once, so a run does not keep its
+ * largest exchange in shared memory. A window lent to the caller (share_begin) is given back at
+ * share_end whatever its size: a lender such as a split rank's bringing of rows goes on to search
+ * for tens of seconds, and a kept 32 MiB round block was a tenth of its memory meanwhile (1,000,000
+ * rows, k = 30, four ranks); the next lending or exchange takes a fresh window (one collective
+ * allocation, a few milliseconds). */
 #define KNNWB_SHARED_WINDOW_KEEP ((size_t)64 << 20)
 /* Copies smaller than this stay on the calling thread. */
 #define KNNWB_SHARED_COPY_PIECE ((size_t)8 << 20)
@@ -45,7 +49,9 @@ static struct {
   char **bases;    /* every rank's part of the window */
   gboolean lent;   /* between share_begin and share_end: the window is the caller's */
   GThread *giving; /* this rank's part's pages being given back (knnwb_shared_release) */
-} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE, NULL};
+  gboolean spent;  /* the window's pages are given back: freed, not reused, at the next acquire */
+} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE, NULL,
+                  FALSE};
 
 void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
 {
@@ -77,6 +83,7 @@ static void knnwb_shared_window_free(void)
   }
   knnwb_shared.window = MPI_WIN_NULL;
   knnwb_shared.capacity = 0;
+  knnwb_shared.spent = FALSE;
 }
 
 void knnwb_distributed_shared_finalize(void)
@@ -128,7 +135,7 @@ static gboolean knnwb_shared_acquire(size_t need)
    * it is freed, not reused, once a window is wanted again, and a new one's room is checked. Small
    * exchanges meanwhile go as messages and leave its pages to their thread (the write that follows
    * a partitioned run's combining asks a few such questions at once). */
-  const gboolean given_back = knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP;
+  const gboolean given_back = knnwb_shared.spent;
   const size_t usable = given_back ? 0 : knnwb_shared.capacity;
   /* [largest need, no room anywhere] */
   int64_t agreed[2] = {(int64_t)need, 0};
@@ -237,15 +244,20 @@ static gboolean knnwb_shared_give_back_started(void)
 #endif
 }
 
-/* After the copies out of the window: nobody reads it any more; large windows go back. Their
- * pages are given back on a thread of each rank while the caller goes on (the window is freed at
- * the next acquire or at the end, its pages gone by then): freeing 3.6 GB of pages (10M rows, k =
- * 30, two ranks) took the rank whose MPI_Win_free came last 0.35 s, which the other rank then
- * waited for at the write. */
-static void knnwb_shared_release(void)
+/* After the copies out of the window: nobody reads it any more; large windows, and any lent one
+ * (KNNWB_SHARED_WINDOW_KEEP), go back. Their pages are given back on a thread of each rank while
+ * the caller goes on (the window is freed at the next acquire or at the end, its pages gone by
+ * then): freeing 3.6 GB of pages (10M rows, k = 30, two ranks) took the rank whose MPI_Win_free
+ * came last 0.35 s, which the other rank then waited for at the write. Collective (lent alike on
+ * every rank). */
+static void knnwb_shared_release(gboolean lent)
 {
   knnwb_shared_barrier();
-  if (knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP && !knnwb_shared_give_back_started())
+  if (knnwb_shared.capacity <= KNNWB_SHARED_WINDOW_KEEP && !lent)
+    return;
+  if (knnwb_shared_give_back_started())
+    knnwb_shared.spent = TRUE;
+  else
     knnwb_shared_window_free();
 }
 
@@ -320,7 +332,7 @@ void knnwb_distributed_shared_sync(void)
 void knnwb_distributed_shared_end(void)
 {
   knnwb_shared.lent = FALSE;
-  knnwb_shared_release();
+  knnwb_shared_release(TRUE);
 }
 
 gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t *send_bytes,
@@ -364,7 +376,7 @@ gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t
   if (send_bytes[me] > 0)
     memmove(receive[me], send[me], MIN(send_bytes[me], receive_bytes[me]));
   knnwb_shared_copy(to, from, bytes, count);
-  knnwb_shared_release();
+  knnwb_shared_release(FALSE);
   return TRUE;
 }
 
@@ -419,6 +431,6 @@ gboolean knnwb_distributed_shared_reduce(int64_t *values, size_t count,
     knnwb_parallel_for(knnwb_shared.threads, count, KNNWB_SHARED_REDUCE_PIECE,
                        knnwb_shared_reduce_part, &x);
   }
-  knnwb_shared_release();
+  knnwb_shared_release(FALSE);
   return TRUE;
 }

@@ -5,13 +5,16 @@
  * reduces --reduce int64 values; the content is checked after each transfer, so a fast wrong
  * transport fails. Run it twice to compare the paths: KNNWB_MPI_SHARED=0 (Open MPI's messages)
  * and unset (the shared-memory window when all ranks share a host).
- * The board of bounds (ranks of one host) is checked with --reduce floats after the reduce.
+ * The board of bounds (ranks of one host) is checked with --reduce floats after the reduce, and the
+ * blocks lent by share_begin (4 MiB a rank: read by all, given back at share_end) after that.
  * Usage: mpirun -np R bench_exchange [--mib M] [--reduce N] [--reps R]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <glib.h>
 #include <knnwb/distributed.h>
 #include <knnwb/knn_group.h>
@@ -82,6 +85,60 @@ static int check_board(const KnnwbKnnGroup *group, size_t n)
   group->board_close(group, NULL);
   g_free(values);
   g_free(lowest);
+  return failures;
+}
+
+/* Pages of [block, block + bytes) in memory now (0 once unmapped: mincore fails). */
+static size_t resident_pages(const void *block, size_t bytes)
+{
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t start = (uintptr_t)block / page * page;
+  const size_t pages = ((uintptr_t)block + bytes - start + page - 1) / page;
+  g_autofree unsigned char *in = g_new0(unsigned char, pages);
+  if (mincore((void *)start, pages * page, in) != 0)
+    return 0;
+  size_t count = 0;
+  for (size_t t = 0; t < pages; t++)
+    count += in[t] & 1;
+  return count;
+}
+
+/* Blocks lent by share_begin (ranks of one host, KNNWB_MPI_SHARED=1): every rank reads the
+ * others' words, and once share_end returns the rank's block goes back to the system (a lender
+ * searches on for a long time; the block is freed, not reused, at the next share_begin), within
+ * 10 s (its pages are given back on a thread), but for the pages it shares with its neighbours at
+ * either end. Calling it again checks a fresh block after one
+ * given back. Returns the failures. */
+static int check_lent(const KnnwbKnnGroup *group, size_t bytes)
+{
+  const int me = group->rank;
+  g_autofree void **blocks = g_new0(void *, group->size);
+  if (group->share_begin == NULL || !group->share_begin(group, bytes, blocks, NULL))
+    return g_strcmp0(g_getenv("KNNWB_MPI_SHARED"), "1") == 0 ? 1 : 0;
+  const size_t words = bytes / sizeof(uint64_t);
+  uint64_t *mine = blocks[me];
+  for (size_t w = 0; w < words; w++)
+    mine[w] = ((uint64_t)me << 48) ^ w;
+  group->share_sync(group, NULL);
+  int failures = 0;
+  for (int r = 0; r < group->size; r++) {
+    const uint64_t *theirs = blocks[r];
+    for (size_t w = 0; w < words && failures == 0; w++)
+      if (theirs[w] != (((uint64_t)r << 48) ^ w)) {
+        fprintf(stderr, "rank %d: lent word %zu of rank %d is wrong\n", me, w, r);
+        failures++;
+      }
+  }
+  group->share_end(group, NULL);
+  size_t left = resident_pages(mine, bytes);
+  for (int wait = 0; wait < 1000 && left > 2; wait++) {
+    g_usleep(10000);
+    left = resident_pages(mine, bytes);
+  }
+  if (left > 2) {
+    fprintf(stderr, "rank %d: %zu pages of its lent block kept after share_end\n", me, left);
+    failures++;
+  }
   return failures;
 }
 
@@ -157,6 +214,7 @@ int main(int argc, char **argv)
     }
     g_free(values);
     failures += check_board(group, (size_t)reduce_count);
+    failures += check_lent(group, (size_t)4 << 20);
     if (me == 0)
       printf("exchange %" G_GINT64_FORMAT " MiB to each of %d rank(s): %.3f s (%.2f GB/s "
              "received per rank); reduce of %" G_GINT64_FORMAT " int64: %.4f s (shared: %s)\n",
