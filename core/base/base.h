@@ -95,6 +95,11 @@ size_t knnwb_memory_resident(const void *block, size_t bytes);
  * MADV_DONTNEED); elsewhere nothing. O(pages). */
 void knnwb_memory_give_back(void *block, size_t from, size_t to);
 
+/** The free parts of the heap given back to the system now: memory a pass freed (buffers under
+ * the mmap threshold, or placed in a freed part of the heap) stays in the process until a later
+ * allocation reuses it. glibc (malloc_trim); elsewhere nothing. O(heap), a few milliseconds. */
+void knnwb_memory_trim(void);
+
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */
 #define KNNWB_RELEASE_LATER_MIN ((size_t)64 << 20)
 /**

@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -100,6 +103,13 @@ void *knnwb_memory_try_alloc(size_t bytes, gboolean zeroed)
   }
 #endif
   return block;
+}
+
+void knnwb_memory_trim(void)
+{
+#ifdef __GLIBC__
+  (void)malloc_trim(0);
+#endif
 }
 
 void knnwb_memory_give_back(void *block, size_t from, size_t to)

@@ -277,13 +277,14 @@ static gboolean knnwb_partition_finish(KnnwbPartitionRun *run, KnnwbNeighbors **
     *lists = g_steal_pointer(&run->lists);
     return TRUE;
   }
-  /* The rows a split rank brought serve no more: given back before its block's lists fill. Their
-   * pages go back to the system before the free: a block under the rank's mmap threshold (32 MiB,
-   * group_mpi.c), or one malloc placed in a freed part of the heap, would stay in the process after
-   * free (37 MB a rank at 1,000,000 x 50 rows, four ranks, held through the combining). */
-  if (run->held.values != NULL)
-    knnwb_memory_give_back(run->held.values, 0, run->held.rows * run->d * sizeof(float));
+  /* The rows a split rank brought serve no more: given back before its block's lists fill, with
+   * the rest of the heap the search freed. Ranks keep freed blocks under 32 MiB in the heap
+   * (group_mpi.c), and malloc placed the rows brought in a freed part of it: at 1,000,000 x 50
+   * rows, k = 30, four ranks, 70-75 MiB a rank stayed through the combining, above phase one's
+   * peak (the combining then refaults what it reuses: about 0.1 s). */
   g_clear_pointer(&run->held.values, g_free);
+  if (run->p->block_start != NULL)
+    knnwb_memory_trim();
   if (!knnwb_partition_ranks_combine(run, lists, error))
     return FALSE;
   (*lists)->backend_used = g_strdup_printf("%s x %d ranks", backend, group->size);
