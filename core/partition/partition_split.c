@@ -14,9 +14,10 @@
  * and place, the members) and 16 bytes a row of its block (reaches and k-th distances). Ranks that
  * hold every row keep n rows and n lists each. Nothing of the bringing outlives it: the group's
  * shared blocks that carried the rows go back at share_end (32 MiB a rank, else kept through the
- * search), and the rows brought go back to the system before the combining (partition.c): at
- * 1,000,000 x 50 rows, k = 30, four ranks, a rank's peak is its search, 305-310 MiB, against
- * 190 MiB for a quarter of one process's and 48 MiB for its block.
+ * search), and the rows brought go back to the system with the heap's free parts before the
+ * combining (partition.c): at 1,000,000 x 50 rows, k = 30, four ranks, a rank's peak is its
+ * search, 293-307 MiB (the combining's 250-270), against 190 MiB for a quarter of one process's
+ * and 48 MiB for its block (docs/performance-mpi.md).
  */
 #include <stdlib.h>
 #include <string.h>
