@@ -97,7 +97,8 @@ void knnwb_memory_give_back(void *block, size_t from, size_t to);
 
 /** The free parts of the heap given back to the system now: memory a pass freed (buffers under
  * the mmap threshold, or placed in a freed part of the heap) stays in the process until a later
- * allocation reuses it. glibc (malloc_trim); elsewhere nothing. O(heap), a few milliseconds. */
+ * allocation reuses it. glibc (malloc_trim), one thread at a time; under AddressSanitizer and
+ * elsewhere nothing. Safe from any thread. O(heap), a few milliseconds. */
 void knnwb_memory_trim(void);
 
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */

@@ -105,10 +105,30 @@ void *knnwb_memory_try_alloc(size_t bytes, gboolean zeroed)
   return block;
 }
 
+/* Under AddressSanitizer the process's blocks come from the sanitizer's allocator, not glibc's
+ * heap: there is nothing of ours to trim. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KNNWB_MEMORY_GLIBC_HEAP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KNNWB_MEMORY_GLIBC_HEAP 0
+#endif
+#endif
+#ifndef KNNWB_MEMORY_GLIBC_HEAP
+#define KNNWB_MEMORY_GLIBC_HEAP 1
+#endif
+
 void knnwb_memory_trim(void)
 {
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && KNNWB_MEMORY_GLIBC_HEAP
+  /* One caller at a time. Where another allocator has served the process (valgrind's, a
+   * sanitizer's), glibc's arenas are set up by this first call; two threads doing that at once
+   * both take the main arena as their own, and glibc aborts when the second one exits (split ranks
+   * run as threads in the tests). */
+  static GMutex lock;
+  g_mutex_lock(&lock);
   (void)malloc_trim(0);
+  g_mutex_unlock(&lock);
 #endif
 }
 

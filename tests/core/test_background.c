@@ -149,6 +149,98 @@ static void test_huge_pages(void)
   g_test_trap_assert_passed();
 }
 
+typedef struct {
+  GMutex lock;
+  GCond all_here;
+  int waiting;
+} TrimStart;
+
+enum { TRIM_THREADS = 8, TRIM_PROCESSES = 24 };
+
+static gpointer trim_together(gpointer data)
+{
+  TrimStart *start = data;
+  g_mutex_lock(&start->lock);
+  if (++start->waiting == TRIM_THREADS)
+    g_cond_broadcast(&start->all_here);
+  while (start->waiting < TRIM_THREADS)
+    g_cond_wait(&start->all_here, &start->lock);
+  g_mutex_unlock(&start->lock);
+  knnwb_memory_trim();
+  return NULL;
+}
+
+/* knnwb_memory_trim from several threads at once, each in a fresh process: where glibc's heap has
+ * not served the process yet (under valgrind or a sanitizer), unserialized calls each set the heap
+ * up, and glibc aborts or faults as the threads exit. The race is narrow, so 24 processes try. */
+static void test_memory_trim_threads(void)
+{
+  if (g_test_subprocess()) {
+    TrimStart start = {0};
+    g_mutex_init(&start.lock);
+    g_cond_init(&start.all_here);
+    GThread *threads[TRIM_THREADS];
+    for (int i = 0; i < TRIM_THREADS; i++)
+      threads[i] = g_thread_new("trim", trim_together, &start);
+    for (int i = 0; i < TRIM_THREADS; i++)
+      g_thread_join(threads[i]);
+    g_mutex_clear(&start.lock);
+    g_cond_clear(&start.all_here);
+    return;
+  }
+  for (int i = 0; i < TRIM_PROCESSES; i++) {
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+  }
+}
+
+/* Resident pages of the whole process, from /proc/self/statm. */
+static size_t resident_bytes(void)
+{
+  unsigned long size = 0, resident = 0;
+  FILE *statm = fopen("/proc/self/statm", "r");
+  g_assert_nonnull(statm);
+  g_assert_cmpint(fscanf(statm, "%lu %lu", &size, &resident), ==, 2);
+  fclose(statm);
+  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Blocks under the mmap threshold, freed in the middle of the heap (a kept block above each run of
+ * them holds the heap's top), stay resident until knnwb_memory_trim gives their pages back. */
+static void test_memory_trim_gives_back(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+  const gboolean sanitized = TRUE;
+#elif defined(__has_feature)
+  const gboolean sanitized = __has_feature(address_sanitizer);
+#else
+  const gboolean sanitized = FALSE;
+#endif
+  if (sanitized) {
+    g_test_skip("the sanitizer's allocator serves this build: nothing of glibc's heap to trim");
+    return;
+  }
+  enum { BLOCKS = 2048, BLOCK = 32 * 1024 };
+  (void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  (void)mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+  char *blocks[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) {
+    blocks[i] = g_malloc(BLOCK);
+    memset(blocks[i], 1, BLOCK);
+  }
+  for (int i = 0; i < BLOCKS; i++)
+    if (i % 64 != 63)
+      g_clear_pointer(&blocks[i], g_free);
+  const size_t before = resident_bytes();
+  knnwb_memory_trim();
+  const size_t after = resident_bytes();
+  g_test_message("resident %zu KiB before the trim, %zu KiB after", before / 1024, after / 1024);
+  /* 63 of every 64 blocks (about 63 MiB) can go; ask for half of that. */
+  g_assert_cmpuint(before - MIN(before, after), >=, (size_t)BLOCKS * BLOCK / 2);
+  for (int i = 0; i < BLOCKS; i++)
+    g_free(blocks[i]);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -156,5 +248,7 @@ int main(int argc, char **argv)
   g_test_add_func("/background/release-later", test_release_later);
   g_test_add_func("/background/huge-pages", test_huge_pages);
   g_test_add_func("/background/memory-resident", test_memory_resident);
+  g_test_add_func("/background/memory-trim-threads", test_memory_trim_threads);
+  g_test_add_func("/background/memory-trim-gives-back", test_memory_trim_gives_back);
   return g_test_run();
 }
