@@ -140,7 +140,7 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   if (ok && chosen && t.go && options->group_split_gather && knnwb_partition_together_wanted())
     ok = knnwb_partition_gather_whole(block, group, &t, expected, &whole, error);
   if (ok && chosen && whole == NULL) {
-    ok = knnwb_partition_split_run(block, sample, t.counts, &p, options, mode, made, expected,
+    ok = knnwb_partition_split_run(block, &sample, t.counts, &p, options, mode, made, expected,
                                    start, result, error);
   } else if (ok && chosen) {
     KnnwbKnnOptions gathered = *options;

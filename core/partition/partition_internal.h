@@ -345,8 +345,9 @@ gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **err
 /* The partitioned search of split ranks that keep to their blocks (block: this rank's rows; the
  * ranks' counts and the gathered sample as partition_gather.c made them, p picked on it): every
  * row's cell, the groups, both phases, each rank's block's lists in *result (NULL: given up, the
- * split search runs). */
-gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *sample,
+ * split search runs). Takes *sample: freed (and NULL) once the groups are made, so that it does
+ * not stay through the search. */
+gboolean knnwb_partition_split_run(const KnnwbMatrix *block, KnnwbMatrix **sample,
                                    const int64_t *counts, KnnwbPartition *p,
                                    const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
                                    gboolean made, double expected, gint64 start,

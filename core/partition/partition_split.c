@@ -597,7 +597,7 @@ gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **err
   return ok;
 }
 
-gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *sample,
+gboolean knnwb_partition_split_run(const KnnwbMatrix *block, KnnwbMatrix **sample,
                                    const int64_t *counts, KnnwbPartition *p,
                                    const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
                                    gboolean made, double expected, gint64 start,
@@ -614,8 +614,10 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
   split.group_split_gather = FALSE;
   gboolean chosen = TRUE;
   g_debug("knnwb: partition: each rank keeps its block of rows and brings the rows it searches");
-  return knnwb_partition_settle(p, block, sample, &split, made, expected, start, "the split search",
-                                &chosen, error) &&
-         (!chosen ||
-          knnwb_partition_run(block, &split, p, mode, expected, "the split search", result, error));
+  const gboolean settled = knnwb_partition_settle(p, block, *sample, &split, made, expected, start,
+                                                  "the split search", &chosen, error);
+  /* (the sample served the choice and the groups: 6.5 MiB at 1,000,000 x 50 rows) */
+  g_clear_pointer(sample, knnwb_matrix_free);
+  return settled && (!chosen || knnwb_partition_run(block, &split, p, mode, expected,
+                                                    "the split search", result, error));
 }
