@@ -46,6 +46,9 @@ struct KnnwbPartitionOutside {
    * by_cell is prepared's view of them (its exact rows and statistics, the same bits). */
   KnnwbPrepared by_cell;
   float *exact_by_cell;
+  /* Under the pearson family and cosine, the rows by cell centred and scaled to length 1 in float
+   * (knnwb_outside_unit_row), which the float screen multiplies; NULL under the other metrics. */
+  float *unit_by_cell;
   double *mean_by_cell, *squares_by_cell;
   double *reach_by_cell;  /* row p.members[at]'s reach */
   int32_t *group_by_cell; /* the run's group of row p.members[at] */
@@ -134,6 +137,43 @@ static gboolean knnwb_outside_cells(KnnwbPartitionOutside *o, int threads)
   return ok;
 }
 
+/* Whether metric's exact distance is 1 - r (or 1 - |r|) of a normalised dot product
+ * (knnwb_pair_distance): the pearson family and cosine, screened through unit rows. */
+static gboolean knnwb_outside_dot_metric(KnnwbMetric metric)
+{
+  return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+         metric == KNNWB_METRIC_SPEARMAN || metric == KNNWB_METRIC_COSINE;
+}
+
+/* Row x (d values, its statistics mean and squares as the engine's distance takes them) centred
+ * and scaled to length 1, in float: out[j] = ((double)x[j] - mean) / sqrt(squares), rounded once.
+ * Where the row's squares do not bound its centred values' own (squares too small to multiply,
+ * zero or not finite, or the centred values' squares summing above it), out is NaN: a screen
+ * with such a row is NaN and never passes a pair over. O(d). */
+static void knnwb_outside_unit_row(const float *x, size_t d, double mean, double squares,
+                                   float *out)
+{
+  double length = 0.0;
+  if (squares > 0x1p-500 && squares < INFINITY) {
+    const double scale = 1.0 / sqrt(squares);
+    for (size_t j = 0; j < d; j++) {
+      const double z = ((double)x[j] - mean) * scale;
+      out[j] = (float)z;
+      length += z * z;
+    }
+  }
+  if (!(length > 0.0 && length <= 1.0 + 0x1p-20))
+    for (size_t j = 0; j < d; j++)
+      out[j] = NAN;
+}
+
+/* Row i of prepared as a unit row (knnwb_outside_unit_row). */
+static void knnwb_outside_unit_of(const KnnwbPrepared *p, size_t i, float *out)
+{
+  knnwb_outside_unit_row(p->exact + i * p->d, p->d, p->mean != NULL ? p->mean[i] : 0.0,
+                         p->sum_squares != NULL ? p->sum_squares[i] : 0.0, out);
+}
+
 /* Places [first, last) of the rows by cell copied from prepared's. */
 static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
 {
@@ -148,6 +188,8 @@ static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
     if (o->squares_by_cell != NULL)
       o->squares_by_cell[at] = p->sum_squares[i];
     o->reach_by_cell[at] = *knnwb_partition_reach(&o->p, i);
+    if (o->unit_by_cell != NULL)
+      knnwb_outside_unit_of(p, i, o->unit_by_cell + at * d);
   }
 }
 
@@ -163,6 +205,8 @@ static gboolean knnwb_outside_by_cell(KnnwbPartitionOutside *o)
     o->mean_by_cell = g_try_new(double, n);
   if (p->sum_squares != NULL)
     o->squares_by_cell = g_try_new(double, n);
+  if (knnwb_outside_dot_metric(p->metric) && (o->unit_by_cell = g_try_new(float, n * p->d)) == NULL)
+    return FALSE;
   if (o->exact_by_cell == NULL || o->reach_by_cell == NULL || o->group_by_cell == NULL ||
       (p->mean != NULL && o->mean_by_cell == NULL) ||
       (p->sum_squares != NULL && o->squares_by_cell == NULL))
@@ -208,6 +252,7 @@ void knnwb_partition_outside_free(KnnwbPartitionOutside *o)
   knnwb_partition_clear(&o->p);
   g_free(o->cell_group);
   g_free(o->exact_by_cell);
+  g_free(o->unit_by_cell);
   g_free(o->mean_by_cell);
   g_free(o->squares_by_cell);
   g_free(o->reach_by_cell);
@@ -289,6 +334,46 @@ static inline double knnwb_outside_screen_above(gboolean euclidean, double best,
   return (euclidean ? best * best : best) * (1.0 + slack) + underflow;
 }
 
+/* The float screen of a pair of unit rows (knnwb_outside_unit_row) under the pearson family and
+ * cosine: their dot product in eight float lanes. It lies within knnwb_outside_dot_slack(d) of the
+ * r the engine's double distance takes, or is NaN; never used as a distance. O(d). */
+static KNNWB_ALWAYS_INLINE float knnwb_outside_dot(const float *x, const float *y, size_t d)
+{
+  float acc[KNNWB_LANES] = {0}, tail = 0.0f;
+  size_t j = 0;
+  for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+    for (int t = 0; t < KNNWB_LANES; t++)
+      acc[t] += x[j + t] * y[j + t];
+  for (; j < d; j++)
+    tail += x[j] * y[j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+/* How far the unit rows' float dot product can lie from the engine's r, absolutely. With a_j the
+ * centred values in double and q a row's squares (the sum of the a_j^2 in double, (d + 1) 2^-53
+ * relative to it at most), sum |a_x a_y| <= sqrt(q_x q_y) (1 + 2^-20 checked when the unit row is
+ * made). The engine's r errs by at most (2 d + 16) 2^-53 (its products, sum, square root and
+ * division); the unit values by 2^-24 + 2^-51 relative each, their products and sum in float by
+ * (d + 1) 2^-24 of sum |z_x z_y| <= 1 + 2^-20, so (d + 3) 2^-24 and some; values and products in
+ * float's subnormal range by 2^-150 absolutely each, under d 2^-147 in all; 1 - r and the slack's
+ * own subtraction round twice more. (d + 8) 2^-24 with 1% more, (2 d + 32) 2^-52 and d 2^-147
+ * bound them all. */
+static inline double knnwb_outside_dot_slack(size_t d)
+{
+  return (double)(d + 8) * 0x1p-24 * 1.01 + (double)(2 * d + 32) * 0x1p-52 + (double)d * 0x1p-147;
+}
+
+/* A lower bound of the engine's distance of a pair whose unit rows' float dot product is dot
+ * (NaN for a NaN dot): 1 - r within the slack, r clamped to [-1, 1] as the engine clamps it, so
+ * pearson's distance never above 2; abs pearson's 1 - |r|. */
+static inline double knnwb_outside_dot_lower(KnnwbMetric metric, float dot, double slack)
+{
+  if (metric == KNNWB_METRIC_ABS_PEARSON)
+    return (1.0 - fabs((double)dot)) - slack;
+  const double lower = (1.0 - (double)dot) - slack;
+  return lower > 2.0 ? 2.0 : lower; /* (NaN stays NaN) */
+}
+
 /* The exact distance of row i and the row at place `at` of the rows by cell: euclidean and
  * manhattan through the engine's inline sum (knnwb_distance_lp, so the same bits), the others
  * through prepared's view. */
@@ -308,14 +393,15 @@ static KNNWB_ALWAYS_INLINE double knnwb_outside_distance(const KnnwbPartitionOut
  * far (strictly, in the engine's double distance with its rounding: a pair that could tie is
  * compared). The next cell is looked for among those left (a row visits few: cheaper than sorting
  * them all). Under euclidean and manhattan a pair is first screened in float
- * (knnwb_outside_screen), and only a pair that could beat or tie the best is computed in double:
- * the same answers, for a fraction of the double sums. Built for the vector units the CPU has
- * (KNNWB_VECTOR_CLONES: the same bits), so that the inline sums fill vector registers. Returns the
- * pairs it compared. */
+ * (knnwb_outside_screen), under the pearson family and cosine through its unit rows
+ * (knnwb_outside_dot, `unit` holds row i's), and only a pair that could beat or tie the best is
+ * computed in double: the same answers, for a fraction of the double sums. Built for the vector
+ * units the CPU has (KNNWB_VECTOR_CLONES: the same bits), so that the inline sums fill vector
+ * registers. Returns the pairs it compared. */
 KNNWB_VECTOR_CLONES
 static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPartitionBlock *block,
-                                size_t r, size_t i, KnnwbOutsideCell *cells, int64_t *out_index,
-                                double *out_distance)
+                                size_t r, size_t i, KnnwbOutsideCell *cells, const float *unit,
+                                int64_t *out_index, double *out_distance)
 {
   const KnnwbPartitionOutside *o = run->o;
   const KnnwbPartition *p = &o->p;
@@ -324,7 +410,8 @@ static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPart
   const KnnwbMetric metric = o->prepared->metric;
   const gboolean screened = metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN;
   const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
-  const double slack = knnwb_outside_screen_slack(d);
+  const gboolean dotted = o->unit_by_cell != NULL;
+  const double slack = dotted ? knnwb_outside_dot_slack(d) : knnwb_outside_screen_slack(d);
   const float *x = o->prepared->exact + i * d;
   size_t count = 0;
   for (size_t c = 0; c < p->m; c++) {
@@ -355,6 +442,10 @@ static gint64 knnwb_outside_row(const KnnwbOutsideCellsRun *run, const KnnwbPart
         const double screen = knnwb_outside_screen(euclidean, x, o->exact_by_cell + at * d, d);
         if (screen > above && screen < INFINITY)
           continue; /* (surely farther than the best: neither beats nor ties it) */
+      } else if (dotted) {
+        const float dot = knnwb_outside_dot(unit, o->unit_by_cell + at * d, d);
+        if (knnwb_outside_dot_lower(metric, dot, slack) > best_distance)
+          continue; /* (the same; a NaN dot is never passed over) */
       }
       const double dist = knnwb_outside_distance(o, i, at);
       const int64_t j = p->members[at];
@@ -379,9 +470,12 @@ static void knnwb_outside_rows(size_t first, size_t last, void *data)
   KnnwbPartitionBlock block;
   int64_t rows[KNNWB_OUTSIDE_BATCH];
   KnnwbOutsideCell *cells = g_try_new(KnnwbOutsideCell, p->m);
-  if (cells == NULL ||
+  const KnnwbPrepared *prepared = run->o->prepared;
+  float *unit = run->o->unit_by_cell != NULL ? g_try_new(float, MAX(prepared->d, 1)) : NULL;
+  if (cells == NULL || (run->o->unit_by_cell != NULL && unit == NULL) ||
       !knnwb_partition_block_init(&block, MIN(last - first, KNNWB_OUTSIDE_BATCH), p->m, p->d)) {
     g_free(cells);
+    g_free(unit);
     g_atomic_int_set(&run->failed, 1);
     return;
   }
@@ -406,7 +500,9 @@ static void knnwb_outside_rows(size_t first, size_t last, void *data)
         break;
       }
       const size_t slot = (size_t)run->slots[next + t];
-      const gint64 compared = knnwb_outside_row(run, &block, t, (size_t)rows[t], cells,
+      if (unit != NULL)
+        knnwb_outside_unit_of(prepared, (size_t)rows[t], unit);
+      const gint64 compared = knnwb_outside_row(run, &block, t, (size_t)rows[t], cells, unit,
                                                 &run->out_index[slot], &run->out_distance[slot]);
       g_atomic_pointer_add(&run->compared, (gssize)compared);
       run->answered[slot] = 1;
@@ -414,6 +510,7 @@ static void knnwb_outside_rows(size_t first, size_t last, void *data)
   }
   knnwb_partition_block_clear(&block);
   g_free(cells);
+  g_free(unit);
 }
 
 /* Every cell's common group (or -1) under group. O(n). */

@@ -12,7 +12,8 @@
 # Each line: the worst of ROUNDS (default 1) runs of each way, the rounds' searches summed from the
 # `exact MST:` debug lines, and whether every way gave the same clusters (cmp).
 # Usage (repository root): bash tests/bench/linkage_cells_check.sh build/bin/knnwb OUT
-# ROWS="40000 200000" (default) sets the sizes; TIMEOUT=S (default 600) ends a run.
+# ROWS="40000 200000" (default) sets the sizes; METRICS="euclidean pearson" (default euclidean) the
+# metrics of the clustered rows; TIMEOUT=S (default 600) ends a run.
 set -uo pipefail
 k=$1; out=$2; d=$out/data; mkdir -p "$d"
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
@@ -52,7 +53,9 @@ case_() {
 for n in $rows; do
   for spread in 12 3; do
     $py tests/bench/make_clusters_table.py "$d/c$n-$spread.npy" "$n" 50 "$spread" >/dev/null || exit 1
-    case_ "$n x 50, clusters $spread apart" "$d/c$n-$spread.npy" euclidean
+    for metric in ${METRICS:-euclidean}; do
+      case_ "$n x 50, clusters $spread apart, $metric" "$d/c$n-$spread.npy" "$metric"
+    done
   done
   $py tests/bench/make_modules.py "$d/m$n.npy" --rows "$n" --cols 64 --modules 100 >/dev/null || exit 1
   case_ "$n x 64 modules, pearson" "$d/m$n.npy" pearson

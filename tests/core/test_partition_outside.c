@@ -119,15 +119,17 @@ static void test_answers(void)
   }
 }
 
-/* The float screen against pairs it cannot tell apart: group 1's rows are copies of one row far
- * from the origin with one column nudged a few float steps, so that a group 0 row's distances to
- * them differ by less than the screen's error (about 1e-6 of them) but not in double, and some are
- * exact ties. Every row's answer is the brute force's, bit for bit, under euclidean and manhattan,
- * on column counts with and without a tail of the screen's eight lanes. */
+/* The float screens against pairs they cannot tell apart: group 1's rows are copies of one row
+ * with one column nudged a few float steps, so that a group 0 row's distances to them differ by
+ * less than the screen's error (about 1e-6 of them) but not in double, and some are exact ties.
+ * Under euclidean and manhattan the copied row lies far from the origin; under the pearson family
+ * and cosine it is random around 0, where a float step moves r by about 1e-8. Every row's answer
+ * is the brute force's, bit for bit, under every metric, on column counts with and without a tail
+ * of the screens' eight lanes. */
 static void test_screen_near_ties(void)
 {
   const size_t n = 601, half = 300;
-  const KnnwbMetric screened[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  const KnnwbMetric *screened = metrics;
   const size_t columns[] = {37, 64};
   g_autofree int32_t *group = g_new(int32_t, n);
   g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n);
@@ -135,9 +137,14 @@ static void test_screen_near_ties(void)
   g_autofree size_t *available = g_new(size_t, n);
   g_autofree unsigned char *answered = g_new(unsigned char, n);
   for (guint ci = 0; ci < G_N_ELEMENTS(columns); ci++)
-    for (guint mi = 0; mi < G_N_ELEMENTS(screened); mi++) {
+    for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
       const size_t d = columns[ci];
       g_autoptr(GRand) rand = g_rand_new_with_seed(7 + ci * 2 + mi);
+      const gboolean lp =
+          screened[mi] == KNNWB_METRIC_EUCLIDEAN || screened[mi] == KNNWB_METRIC_MANHATTAN;
+      g_autofree float *copied = g_new(float, d);
+      for (size_t j = 0; j < d; j++)
+        copied[j] = lp ? 1005.0f : (float)g_rand_double_range(rand, -1.0, 1.0);
       KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
       for (size_t i = 0; i < n; i++) {
         rows[i] = (int64_t)i;
@@ -146,7 +153,7 @@ static void test_screen_near_ties(void)
         for (size_t j = 0; j < d; j++) {
           float v = (float)(1000.0 + g_rand_double_range(rand, -1.0, 1.0));
           if (i >= half) { /* (the copies: steps of 0 to 3 on column (i / 4) % d, up or down) */
-            v = 1005.0f;
+            v = copied[j];
             for (size_t step = 0; j == (i / 4) % d && step < i % 4; step++)
               v = nextafterf(v, (i / 2) % 2 ? 2000.0f : 0.0f);
           }
