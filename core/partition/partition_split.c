@@ -15,8 +15,9 @@
  * hold every row keep n rows and n lists each. Nothing of the bringing outlives it: the group's
  * shared blocks that carried the rows go back at share_end (32 MiB a rank, else kept through the
  * search), and the rows brought go back to the system with the heap's free parts before the
- * combining (partition.c): at 1,000,000 x 50 rows, k = 30, four ranks, a rank's peak is its
- * search, 293-307 MiB (the combining's 250-270), against 190 MiB for a quarter of one process's
+ * combining (partition.c), and the sample the cells were chosen on goes once they are made
+ * (knnwb_partition_split_run): at 1,000,000 x 50 rows, k = 30, four ranks, a rank's peak is its
+ * search, 287-301 MiB (the combining's 250-270), against 190 MiB for a quarter of one process's
  * and 48 MiB for its block (docs/performance-mpi.md).
  */
 #include <stdlib.h>
