@@ -314,14 +314,22 @@ static KNNWB_ALWAYS_INLINE float knnwb_outside_screen(gboolean euclidean, const 
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
 
+/* Higham's gamma for n roundings of 2^-24, n u / (1 - n u), with 1% more; +inf from n u = 1/2 on
+ * (rows of 8 million columns: no screen passes a pair over there). */
+static inline double knnwb_outside_float_gamma(size_t n)
+{
+  const double nu = (double)n * 0x1p-24;
+  return nu < 0.5 ? nu / (1.0 - nu) * 1.01 : INFINITY;
+}
+
 /* The screen's relative error bound over d columns, with room to spare: a term takes three float
  * roundings (the difference, the square, its addition; two for manhattan), the sum of d terms at
  * most d - 1 further ones in any order (Higham's gamma), 2^-24 each; the engine's double distance
  * adds (d + 4) roundings of 2^-53 each, its square and the product with the slack a few more.
- * Counting d + 8 roundings of 2^-24, then 1% more and d + 8 of 2^-50, bounds them all. */
+ * Gamma of d + 8 roundings of 2^-24, and d + 8 of 2^-50, bounds them all. */
 static inline double knnwb_outside_screen_slack(size_t d)
 {
-  return (double)(d + 8) * 0x1p-24 * 1.01 + (double)(d + 8) * 0x1p-50;
+  return knnwb_outside_float_gamma(d + 8) + (double)(d + 8) * 0x1p-50;
 }
 
 /* The screen's value above which a pair's engine distance is surely larger than `best` (the
@@ -356,11 +364,11 @@ static KNNWB_ALWAYS_INLINE float knnwb_outside_dot(const float *x, const float *
  * division); the unit values by 2^-24 + 2^-51 relative each, their products and sum in float by
  * (d + 1) 2^-24 of sum |z_x z_y| <= 1 + 2^-20, so (d + 3) 2^-24 and some; values and products in
  * float's subnormal range by 2^-150 absolutely each, under d 2^-147 in all; 1 - r and the slack's
- * own subtraction round twice more. (d + 8) 2^-24 with 1% more, (2 d + 32) 2^-52 and d 2^-147
- * bound them all. */
+ * own subtraction round twice more. Gamma of d + 8 roundings of 2^-24, (2 d + 32) 2^-52 and
+ * d 2^-147 bound them all. */
 static inline double knnwb_outside_dot_slack(size_t d)
 {
-  return (double)(d + 8) * 0x1p-24 * 1.01 + (double)(2 * d + 32) * 0x1p-52 + (double)d * 0x1p-147;
+  return knnwb_outside_float_gamma(d + 8) + (double)(2 * d + 32) * 0x1p-52 + (double)d * 0x1p-147;
 }
 
 /* A lower bound of the engine's distance of a pair whose unit rows' float dot product is dot
