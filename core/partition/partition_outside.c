@@ -41,15 +41,14 @@ struct KnnwbPartitionOutside {
   KnnwbMatrix space; /* a view of prepared->exact: the rows the bounds are made from */
   const volatile gint *cancel;
   int32_t *cell_group; /* per cell: the group of all its rows, -1 for several */
-  /* The rows cell by cell (place `at` holds row p.members[at]): a row's visits read whole cells,
-   * which scattered over the matrix cost a cache miss a row (most of the time on 40,000 x 50).
-   * by_cell is prepared's view of them (its exact rows and statistics, the same bits). */
-  KnnwbPrepared by_cell;
+  /* The rows cell by cell (place `at` holds row p.members[at]), as the float screen reads them: a
+   * row's visits read whole cells, which scattered over the matrix cost a cache miss a row (most
+   * of the time on 40,000 x 50). Under euclidean and manhattan the exact rows (exact_by_cell: the
+   * screen's and the double sum's); under the pearson family and cosine the rows centred and
+   * scaled to length 1 in float (unit_by_cell, knnwb_outside_unit_row), and the few pairs the
+   * screen lets through take prepared's rows where they lie. The other is NULL. */
   float *exact_by_cell;
-  /* Under the pearson family and cosine, the rows by cell centred and scaled to length 1 in float
-   * (knnwb_outside_unit_row), which the float screen multiplies; NULL under the other metrics. */
   float *unit_by_cell;
-  double *mean_by_cell, *squares_by_cell;
   double *reach_by_cell;  /* row p.members[at]'s reach */
   int32_t *group_by_cell; /* the run's group of row p.members[at] */
   int declined;           /* runs in a row whose pilot said the cells do not pay */
@@ -174,7 +173,7 @@ static void knnwb_outside_unit_of(const KnnwbPrepared *p, size_t i, float *out)
                          p->sum_squares != NULL ? p->sum_squares[i] : 0.0, out);
 }
 
-/* Places [first, last) of the rows by cell copied from prepared's. */
+/* Places [first, last) of the rows by cell made from prepared's. */
 static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionOutside *o = data;
@@ -182,40 +181,30 @@ static void knnwb_outside_copy_rows(size_t first, size_t last, void *data)
   const size_t d = p->d;
   for (size_t at = first; at < last; at++) {
     const size_t i = (size_t)o->p.members[at];
-    memcpy(o->exact_by_cell + at * d, p->exact + i * d, d * sizeof(float));
-    if (o->mean_by_cell != NULL)
-      o->mean_by_cell[at] = p->mean[i];
-    if (o->squares_by_cell != NULL)
-      o->squares_by_cell[at] = p->sum_squares[i];
-    o->reach_by_cell[at] = *knnwb_partition_reach(&o->p, i);
     if (o->unit_by_cell != NULL)
       knnwb_outside_unit_of(p, i, o->unit_by_cell + at * d);
+    else
+      memcpy(o->exact_by_cell + at * d, p->exact + i * d, d * sizeof(float));
+    o->reach_by_cell[at] = *knnwb_partition_reach(&o->p, i);
   }
 }
 
-/* The rows cell by cell, and prepared's view of them. FALSE: memory. O(n d) on threads. */
+/* The rows cell by cell (exact or unit rows, as the metric's screen reads them). FALSE: memory.
+ * O(n d) on threads. */
 static gboolean knnwb_outside_by_cell(KnnwbPartitionOutside *o)
 {
   const KnnwbPrepared *p = o->prepared;
   const size_t n = p->n;
-  o->exact_by_cell = g_try_new(float, n * p->d);
+  float *rows = g_try_new(float, n * p->d);
+  if (knnwb_outside_dot_metric(p->metric))
+    o->unit_by_cell = rows;
+  else
+    o->exact_by_cell = rows;
   o->reach_by_cell = g_try_new(double, n);
   o->group_by_cell = g_try_new(int32_t, n);
-  if (p->mean != NULL)
-    o->mean_by_cell = g_try_new(double, n);
-  if (p->sum_squares != NULL)
-    o->squares_by_cell = g_try_new(double, n);
-  if (knnwb_outside_dot_metric(p->metric) && (o->unit_by_cell = g_try_new(float, n * p->d)) == NULL)
-    return FALSE;
-  if (o->exact_by_cell == NULL || o->reach_by_cell == NULL || o->group_by_cell == NULL ||
-      (p->mean != NULL && o->mean_by_cell == NULL) ||
-      (p->sum_squares != NULL && o->squares_by_cell == NULL))
+  if (rows == NULL || o->reach_by_cell == NULL || o->group_by_cell == NULL)
     return FALSE;
   knnwb_parallel_for(o->p.threads, n, 4096, knnwb_outside_copy_rows, o);
-  o->by_cell = *p;
-  o->by_cell.exact = o->exact_by_cell;
-  o->by_cell.mean = o->mean_by_cell;
-  o->by_cell.sum_squares = o->squares_by_cell;
   return TRUE;
 }
 
@@ -253,11 +242,9 @@ void knnwb_partition_outside_free(KnnwbPartitionOutside *o)
   g_free(o->cell_group);
   g_free(o->exact_by_cell);
   g_free(o->unit_by_cell);
-  g_free(o->mean_by_cell);
-  g_free(o->squares_by_cell);
   g_free(o->reach_by_cell);
   g_free(o->group_by_cell);
-  g_free(o); /* (by_cell is a view: nothing of its own) */
+  g_free(o);
 }
 
 /* One run: the asking rows' slots t answered into out_index[t] / out_distance[t], answered[t] set
@@ -383,17 +370,18 @@ static inline double knnwb_outside_dot_lower(KnnwbMetric metric, float dot, doub
 }
 
 /* The exact distance of row i and the row at place `at` of the rows by cell: euclidean and
- * manhattan through the engine's inline sum (knnwb_distance_lp, so the same bits), the others
- * through prepared's view. */
+ * manhattan through the engine's inline sum on the exact rows by cell (knnwb_distance_lp, so the
+ * same bits), the others through prepared's rows and statistics where they lie. */
 static KNNWB_ALWAYS_INLINE double knnwb_outside_distance(const KnnwbPartitionOutside *o, size_t i,
                                                          size_t at)
 {
   const KnnwbMetric metric = o->prepared->metric;
   const size_t d = o->prepared->d;
-  if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN)
+  if (o->exact_by_cell != NULL &&
+      (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN))
     return knnwb_distance_lp(metric == KNNWB_METRIC_EUCLIDEAN, o->prepared->exact + i * d,
                              o->exact_by_cell + at * d, d);
-  return knnwb_prepared_distance(o->prepared, i, &o->by_cell, at);
+  return knnwb_prepared_distance(o->prepared, i, o->prepared, (size_t)o->p.members[at]);
 }
 
 /* Row i's nearest row outside its group, from its lower bounds to the centroids (block row r):
