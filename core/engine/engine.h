@@ -243,6 +243,11 @@ static inline double knnwb_lanes_sum(const double *acc)
 {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
+/* The same order over float lanes (the float screens of core/partition/partition_outside.c). */
+static inline float knnwb_lanes_sum_float(const float *acc)
+{
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
 
 /** knnwb_pair_distance (so knnwb_distance_exact) of x and y under the euclidean (euclidean TRUE)
  * or manhattan metric, inline for the k-d tree's inner loop (core/tree/) and the cells' (core/

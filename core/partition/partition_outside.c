@@ -298,7 +298,7 @@ static KNNWB_ALWAYS_INLINE float knnwb_outside_screen(gboolean euclidean, const 
     for (; j < d; j++)
       tail += fabsf(x[j] - y[j]);
   }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+  return knnwb_lanes_sum_float(acc) + tail;
 }
 
 /* Higham's gamma for n roundings of 2^-24, n u / (1 - n u), with 1% more; +inf from n u = 1/2 on
@@ -341,7 +341,7 @@ static KNNWB_ALWAYS_INLINE float knnwb_outside_dot(const float *x, const float *
       acc[t] += x[j + t] * y[j + t];
   for (; j < d; j++)
     tail += x[j] * y[j];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+  return knnwb_lanes_sum_float(acc) + tail;
 }
 
 /* How far the unit rows' float dot product can lie from the engine's r, absolutely. With a_j the

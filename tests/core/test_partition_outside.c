@@ -129,7 +129,6 @@ static void test_answers(void)
 static void test_screen_near_ties(void)
 {
   const size_t n = 601, half = 300;
-  const KnnwbMetric *screened = metrics;
   const size_t columns[] = {37, 64};
   g_autofree int32_t *group = g_new(int32_t, n);
   g_autofree int64_t *rows = g_new(int64_t, n), *index = g_new(int64_t, n);
@@ -141,7 +140,7 @@ static void test_screen_near_ties(void)
       const size_t d = columns[ci];
       g_autoptr(GRand) rand = g_rand_new_with_seed(7 + ci * 2 + mi);
       const gboolean lp =
-          screened[mi] == KNNWB_METRIC_EUCLIDEAN || screened[mi] == KNNWB_METRIC_MANHATTAN;
+          metrics[mi] == KNNWB_METRIC_EUCLIDEAN || metrics[mi] == KNNWB_METRIC_MANHATTAN;
       g_autofree float *copied = g_new(float, d);
       for (size_t j = 0; j < d; j++)
         copied[j] = lp ? 1005.0f : (float)g_rand_double_range(rand, -1.0, 1.0);
@@ -162,7 +161,7 @@ static void test_screen_near_ties(void)
       }
       KnnwbKnnOptions o;
       knnwb_knn_options_init(&o);
-      o.metric = screened[mi];
+      o.metric = metrics[mi];
       o.n_threads = 2;
       KnnwbPrepared p;
       GError *error = NULL;
